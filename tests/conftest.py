@@ -1,0 +1,38 @@
+"""Shared pytest setup: GPU detection and skipping of GPU-only tests and notebook cells.
+
+Tests marked `@pytest.mark.gpu` and notebook cells tagged `gpu` (cell metadata) run only where
+PyCUDA finds an NVIDIA GPU; everywhere else they are skipped, so CI (no GPU) stays green while the
+GPU machine runs everything.
+"""
+import functools
+import os
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DATA = ROOT / "tests" / "data"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@functools.cache
+def gpu_available() -> bool:
+    if os.environ.get("TFFEDU_NO_GPU"):
+        return False
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU and PyCUDA")
+    for item in items:
+        cell = getattr(item, "cell", None)  # nbval's notebook-cell items carry the cell
+        tags = cell.metadata.get("tags", []) if cell is not None else []
+        if "gpu" in tags or item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)

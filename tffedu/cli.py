@@ -1,0 +1,168 @@
+"""The `tffedu` command: generate, chat, inspect, bench (hand-written: the application layer).
+
+Every failure the user can cause (missing or malformed file, bad flag value) ends with a one-line
+message on stderr and a non-zero exit status; generated text goes to stdout, diagnostics to stderr.
+"""
+import argparse
+import sys
+import time
+
+from .errors import TffeduError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of argparse's usage dump
+        self.exit(2, f"tffedu: error: {message} (see tffedu {self.prog.split()[-1]} -h)\n")
+
+
+def _positive_int(s):
+    v = int(s)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _nonneg_int(s):
+    v = int(s)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    return v
+
+
+def _nonneg_float(s):
+    v = float(s)
+    if not v >= 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
+    return v
+
+
+def _prob(s):
+    v = float(s)
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {s}")
+    return v
+
+
+def _model_path(path):
+    if path is not None:
+        return path
+    from .assets import default_model_path
+    return str(default_model_path())
+
+
+def _load(args):
+    from . import load
+    return load(_model_path(args.model), device=args.device)
+
+
+def cmd_generate(args):
+    model = _load(args)
+    out = model.generate(args.prompt, max_new_tokens=args.n, temperature=args.temp,
+                         top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    print(out.text)
+
+
+def cmd_inspect(args):
+    from .gguf import inspect_model
+    print(inspect_model(args.model))
+
+
+def cmd_chat(args):
+    model = _load(args)
+    tok = model.tokenizer
+    messages = [{"role": "system", "content": args.system}] if args.system else []
+    print("tffedu chat — empty line or Ctrl-D to quit", file=sys.stderr)
+    while True:
+        try:
+            user = input("> ")
+        except EOFError:
+            break
+        if not user.strip():
+            break
+        messages.append({"role": "user", "content": user})
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True)
+        ids = tok.encode(prompt, special=True)
+        out = model.generate(ids, max_new_tokens=args.n, temperature=args.temp, seed=args.seed)
+        text = tok.decode([t for t in out.tokens if t not in tok.eos_ids])
+        print(text.strip())
+        messages.append({"role": "assistant", "content": text})
+
+
+def cmd_bench(args):
+    import numpy as np
+    model = _load(args)
+    vocab = model.config.vocab_size
+    rng = np.random.default_rng(0)
+    prompt = rng.integers(100, min(vocab, 30000), size=args.p).tolist()
+    model.logits(prompt[:8])  # warm-up: weight caches, first allocations
+    t0 = time.perf_counter()
+    model.logits(prompt)
+    t_pp = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = model.generate(prompt[:16], max_new_tokens=args.n, temperature=0.0, ignore_eos=True)
+    t_tg = time.perf_counter() - t0
+    print(f"model    {args.model or 'default (SmolLM2-135M-Instruct Q4_1)'} on {args.device}")
+    print(f"prefill  pp{args.p}: {args.p / t_pp:9.1f} tokens/s")
+    print(f"decode   tg{args.n}: {len(out.tokens) / t_tg:9.1f} tokens/s (incl. a 16-token prefill)")
+
+
+def build_parser():
+    p = _Parser(prog="tffedu", description="An educational LLM inference engine.")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    def model_args(sp):
+        sp.add_argument("-m", "--model", help="GGUF file or HF folder (default: SmolLM2-135M-Instruct)")
+        sp.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+
+    g = sub.add_parser("generate", help="continue a prompt")
+    model_args(g)
+    g.add_argument("prompt_pos", nargs="?", metavar="PROMPT", help="the prompt (or use -p)")
+    g.add_argument("-p", "--prompt", default=None)
+    g.add_argument("-n", type=_positive_int, default=64, help="new tokens (default 64)")
+    g.add_argument("--temp", type=_nonneg_float, default=0.0, help="0 = greedy (default)")
+    g.add_argument("--top-k", type=_nonneg_int, default=0)
+    g.add_argument("--top-p", type=_prob, default=1.0)
+    g.add_argument("--seed", type=int, default=None)
+    g.set_defaults(fn=cmd_generate)
+
+    c = sub.add_parser("chat", help="talk to the model with its chat template")
+    model_args(c)
+    c.add_argument("--system", default=None, help="system message")
+    c.add_argument("-n", type=_positive_int, default=256, help="max new tokens per turn")
+    c.add_argument("--temp", type=_nonneg_float, default=0.0)
+    c.add_argument("--seed", type=int, default=None)
+    c.set_defaults(fn=cmd_chat)
+
+    i = sub.add_parser("inspect", help="metadata and tensor table of a model file")
+    i.add_argument("model")
+    i.set_defaults(fn=cmd_inspect)
+
+    b = sub.add_parser("bench", help="prefill and decode tokens/s")
+    model_args(b)
+    b.add_argument("-p", type=_positive_int, default=512, help="prompt tokens (default 512)")
+    b.add_argument("-n", type=_positive_int, default=128, help="decode tokens (default 128)")
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cmd == "generate":
+        if args.prompt is not None and args.prompt_pos is not None:
+            build_parser().error("give the prompt once: positionally or with -p")
+        args.prompt = args.prompt if args.prompt is not None else (args.prompt_pos or "")
+    try:
+        args.fn(args)
+    except (TffeduError, OSError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"tffedu: error: {msg}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

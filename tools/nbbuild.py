@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Build chapter notebooks from jupytext percent sources, execute them top to bottom, export.
+
+    python tools/nbbuild.py SRC.py [SRC.py ...] [--no-exec] [--timeout 600]
+
+Each `NN_name.py` (jupytext percent format; `# %% tags=["gpu"]` marks GPU-only cells) becomes
+`notebooks/NN_name.ipynb`, executed in a fresh kernel with the notebooks/ folder as working
+directory. Cells tagged `gpu` run only when PyCUDA sees a GPU (elsewhere they stay unexecuted,
+which nbval then skips). Then `nbdev-export` rewrites tffedu/ from all notebooks.
+An existing .ipynb can be given instead of a .py: it is re-executed in place.
+"""
+import argparse
+import pathlib
+import subprocess
+import sys
+
+import jupytext
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NBS = ROOT / "notebooks"
+sys.path.insert(0, str(ROOT))
+
+
+def gpu_available() -> bool:
+    from tests.conftest import gpu_available as probe
+    return probe()
+
+
+def build(src: pathlib.Path, execute: bool, timeout: int) -> pathlib.Path:
+    if src.suffix == ".py":
+        nb = jupytext.read(src)
+        out = NBS / (src.stem + ".ipynb")
+    else:
+        nb = nbformat.read(src, as_version=4)
+        out = src
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata.pop("jupytext", None)
+    for cell in nb.cells:
+        cell.metadata.pop("lines_to_next_cell", None)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    if execute:
+        run_gpu = gpu_available()
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(NBS)}})
+        with client.setup_kernel():
+            for i, cell in enumerate(nb.cells):
+                if cell.cell_type != "code":
+                    continue
+                if "gpu" in cell.metadata.get("tags", []) and not run_gpu:
+                    continue
+                client.execute_cell(cell, i)
+                cell.metadata.pop("execution", None)  # timestamps: noise in diffs
+    nbformat.write(nb, out)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sources", nargs="+", type=pathlib.Path)
+    ap.add_argument("--no-exec", action="store_true")
+    ap.add_argument("--timeout", type=int, default=600)
+    a = ap.parse_args()
+    for src in a.sources:
+        print("built", build(src.resolve(), not a.no_exec, a.timeout).relative_to(ROOT))
+    subprocess.run(["nbdev-export"], cwd=ROOT, check=True)
+
+
+if __name__ == "__main__":
+    main()
