@@ -14,7 +14,6 @@ import pathlib
 import subprocess
 import sys
 
-import jupytext
 import nbformat
 from nbclient import NotebookClient
 
@@ -30,6 +29,7 @@ def gpu_available() -> bool:
 
 def build(src: pathlib.Path, execute: bool, timeout: int) -> pathlib.Path:
     if src.suffix == ".py":
+        import jupytext  # only needed for percent sources (the GPU machine lacks it)
         nb = jupytext.read(src)
         out = NBS / (src.stem + ".ipynb")
     else:
@@ -62,10 +62,15 @@ def main():
     ap.add_argument("sources", nargs="+", type=pathlib.Path)
     ap.add_argument("--no-exec", action="store_true")
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--no-export", action="store_true", help="skip nbdev-export (e.g. on the GPU machine)")
     a = ap.parse_args()
     for src in a.sources:
         print("built", build(src.resolve(), not a.no_exec, a.timeout).relative_to(ROOT))
-    subprocess.run(["nbdev-export"], cwd=ROOT, check=True)
+    if not a.no_export:
+        try:
+            subprocess.run(["nbdev-export"], cwd=ROOT, check=True)
+        except FileNotFoundError:
+            print("nbdev-export not installed here: notebooks built, package not re-exported")
 
 
 if __name__ == "__main__":
