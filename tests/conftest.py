@@ -8,7 +8,12 @@ import functools
 import os
 import pathlib
 
-import pytest
+# One BLAS thread per process: the suite runs in parallel (pytest-xdist) on small machines, where
+# oversubscribed OpenBLAS threads make a small matmul up to 100x slower. nbval kernels inherit it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"

@@ -7,9 +7,36 @@ Modules:
 - `tffedu.errors`: Every error tffedu raises on purpose derives from `TffeduError` (see API.md).
 - `tffedu.gguf`: A GGUF reader written by hand on `mmap` (chapter 03).
 - `tffedu.graph`: The computation graph (chapter 05): TFFInfer's Graph/GraphNode in Python.
+- `tffedu.model`: `tffedu.load(path)` -> Model: logits and text generation on a backend (chapter 08).
+- `tffedu.models.qwen3`: Model creators (chapter 08): build the prefill and decode graphs of Qwen3 from a ModelConfig.
+- `tffedu.ops.cpu`: CPU backend (chapter 07): the transformer's operators in numpy, registered as backend "cpu".
 - `tffedu.ops.cuda`: CUDA backend, part 1 (chapter 10): context, kernel loader, timing, and the memory-bound ops.
-- `tffedu.quant`: Quantized block formats of ggml and their dequantization in vectorized numpy (chapter 03)."""
+- `tffedu.ops.cuda_attention`: CUDA backend, part 3 (chapter 12): flash attention (prefill) and paged decode attention.
+- `tffedu.ops.cuda_matmul`: CUDA backend, part 2 (chapter 11): the matmul ladder and the Q8_0 GEMV.
+- `tffedu.planner`: The memory planner (chapter 06): an offset in one arena for every intermediate tensor.
+- `tffedu.quant`: Quantized block formats of ggml and their dequantization in vectorized numpy (chapter 03).
+- `tffedu.runtime`: The executor (chapter 06, part 2: 06a): runs a planned graph on a backend with the ops of the op registry.
+- `tffedu.tokenizer`: Byte-level BPE tokenizer from a GGUF vocabulary, special tokens and chat templates (chapter 04)."""
 
 __version__ = "0.1.0"
 
 from .errors import *  # noqa: F401,F403  (TffeduError, GGUFError, ...)
+from .errors import __all__ as _error_names
+
+# The user-facing calls load on first use (PEP 562): `import tffedu` stays light, and a chapter
+# notebook that registers a model creator or an op does not find it registered already.
+_LAZY = {"load": "model", "Model": "model", "Generation": "model",
+         "load_tokenizer": "tokenizer", "Tokenizer": "tokenizer"}
+
+__all__ = [*_LAZY, *_error_names]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'tffedu' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

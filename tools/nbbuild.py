@@ -41,19 +41,23 @@ def build(src: pathlib.Path, execute: bool, timeout: int) -> pathlib.Path:
         cell.metadata.pop("lines_to_next_cell", None)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    if execute:
-        run_gpu = gpu_available()
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(NBS)}})
-        with client.setup_kernel():
-            for i, cell in enumerate(nb.cells):
-                if cell.cell_type != "code":
-                    continue
-                if "gpu" in cell.metadata.get("tags", []) and not run_gpu:
-                    continue
-                client.execute_cell(cell, i)
-                cell.metadata.pop("execution", None)  # timestamps: noise in diffs
-    nbformat.write(nb, out)
+    try:
+        if execute:
+            run_gpu = gpu_available()
+            client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                    resources={"metadata": {"path": str(NBS)}})
+            with client.setup_kernel():
+                for i, cell in enumerate(nb.cells):
+                    if cell.cell_type != "code":
+                        continue
+                    if "gpu" in cell.metadata.get("tags", []) and not run_gpu:
+                        continue
+                    try:
+                        client.execute_cell(cell, i)
+                    finally:
+                        cell.metadata.pop("execution", None)  # timestamps: noise in diffs
+    finally:  # written even when a cell fails, so the error can be read in the notebook
+        nbformat.write(nb, out)
     return out
 
 

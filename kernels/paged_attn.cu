@@ -1,0 +1,218 @@
+// paged_attn.cu: decode attention over a paged KV cache, split over the sequence (chapter 12).
+//
+// KV cache (one layer): K, V f16 [num_pages, page_size, Hkv, D]. Sequence b's token t lives in
+// page page_table[b, t / page_size], slot t % page_size. q: f32 [B, Hq, D], one new token per
+// sequence; out: f32 [B, Hq, D].
+//
+// Flash-decoding: a decode step has one query row per head, far too little work for one block per
+// head to fill 132 SMs when the context is long. So the sequence is cut into splits; block
+// (b, kv head, split) computes, for its keys, the partial softmax state (m, l, acc) of the GROUP
+// query heads that share the kv head (GQA: K/V are read once for the whole group), and a second
+// kernel merges the splits:  m = max m_s,  l = sum l_s 2^(m_s - m),  o = sum acc_s 2^(m_s - m) / l.
+#include "common.cuh"
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 128
+#endif
+#ifndef GROUP
+#define GROUP 1             // query heads per kv head (Hq / Hkv)
+#endif
+#ifndef NWARPS
+#define NWARPS 4
+#endif
+#ifndef UNROLL
+#define UNROLL 4            // keys a slot loads before it uses the first: bytes in flight
+#endif
+#define LPK (HEAD_DIM / 8)  // lanes per key: each lane holds 8 dims = 16 bytes of f16
+#define KPW (32 / LPK)      // keys a warp works on at once ("slots" per warp)
+#define NSLOT (NWARPS * KPW)
+
+__device__ __forceinline__ void h8_to_f8(const uint4& raw, float* f) {
+    const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 4; i++) { float2 v = __half22float2(h[i]); f[2 * i] = v.x; f[2 * i + 1] = v.y; }
+}
+__device__ __forceinline__ float ex2(float x) {     // 2^x on the SFU; ex2(-inf) = 0
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// merge another softmax state (m2, l2, acc2) into (m, l, acc): the flash-decoding rule
+__device__ __forceinline__ void merge_state(float& m, float& l, float* acc, float m2, float l2, const float* acc2) {
+    const float M = fmaxf(m, m2), b = M == -INFINITY ? 0.f : M;
+    const float w1 = ex2(m - b), w2 = ex2(m2 - b);
+    l = l * w1 + l2 * w2;
+#pragma unroll
+    for (int i = 0; i < 8; i++) acc[i] = acc[i] * w1 + acc2[i] * w2;
+    m = M;
+}
+
+// Grid (B, Hkv, n_splits), block NWARPS*32. Each slot (LPK lanes) runs its own online softmax
+// over its keys, UNROLL at a time (one max, one rescale per group of UNROLL keys); at the end the
+// slots of a warp merge through shuffles, the warps of the block through shared memory.
+extern "C" __global__ void __launch_bounds__(NWARPS * 32)
+paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
+                  const int* __restrict__ page_table, int max_pages, const int* __restrict__ seq_lens,
+                  float* __restrict__ part_o, float* __restrict__ part_ml, float* __restrict__ out,
+                  int Hkv, int page_size, int split_len, float scale_log2) {
+    __shared__ float s_acc[NWARPS][GROUP][HEAD_DIM];
+    __shared__ float s_m[NWARPS][GROUP], s_l[NWARPS][GROUP];
+    const int b = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, S = gridDim.z;
+    const int Hq = Hkv * GROUP;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int d0 = (lane % LPK) * 8;
+    const int L = seq_lens[b], start = split * split_len, end = min(start + split_len, L);
+    const int* pt = page_table + (size_t)b * max_pages;
+
+    float q[GROUP][8], acc[GROUP][8], m[GROUP], l[GROUP];
+#pragma unroll
+    for (int gi = 0; gi < GROUP; gi++) {
+        const float* qp = Q + ((size_t)b * Hq + kvh * GROUP + gi) * HEAD_DIM + d0;
+        float4 a = *reinterpret_cast<const float4*>(qp), c = *reinterpret_cast<const float4*>(qp + 4);
+        q[gi][0] = a.x * scale_log2; q[gi][1] = a.y * scale_log2; q[gi][2] = a.z * scale_log2; q[gi][3] = a.w * scale_log2;
+        q[gi][4] = c.x * scale_log2; q[gi][5] = c.y * scale_log2; q[gi][6] = c.z * scale_log2; q[gi][7] = c.w * scale_log2;
+        m[gi] = -INFINITY;
+        l[gi] = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[gi][i] = 0.f;
+    }
+
+    // the loop bound is the same for every lane of a warp (shuffles need all 32)
+    for (int base = start + warp * KPW; base < end; base += NSLOT * UNROLL) {
+        uint4 kr[UNROLL], vr[UNROLL];
+        bool ok[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {                  // issue every load first
+            const int tk = base + u * NSLOT + lane / LPK;
+            ok[u] = tk < end;
+            if (ok[u]) {
+                const int page = pt[tk / page_size];
+                const size_t off = (((size_t)page * page_size + tk % page_size) * Hkv + kvh) * HEAD_DIM + d0;
+                kr[u] = *reinterpret_cast<const uint4*>(Kc + off);
+                vr[u] = *reinterpret_cast<const uint4*>(Vc + off);
+            } else {
+                kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+            }
+        }
+        float s[UNROLL][GROUP];                             // scores (base 2), then probabilities
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            float k[8];
+            h8_to_f8(kr[u], k);
+#pragma unroll
+            for (int gi = 0; gi < GROUP; gi++) {
+                float d = 0.f;
+#pragma unroll
+                for (int i = 0; i < 8; i++) d = fmaf(q[gi][i], k[i], d);
+#pragma unroll
+                for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                s[u][gi] = ok[u] ? d : -INFINITY;
+            }
+        }
+#pragma unroll
+        for (int gi = 0; gi < GROUP; gi++) {
+            float mx = s[0][gi];
+#pragma unroll
+            for (int u = 1; u < UNROLL; u++) mx = fmaxf(mx, s[u][gi]);
+            const float mn = fmaxf(m[gi], mx), bias = mn == -INFINITY ? 0.f : mn;
+            const float c = ex2(m[gi] - bias);
+            l[gi] *= c;
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[gi][i] *= c;
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) { s[u][gi] = ex2(s[u][gi] - bias); l[gi] += s[u][gi]; }
+            m[gi] = mn;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            float v[8];
+            h8_to_f8(vr[u], v);
+#pragma unroll
+            for (int gi = 0; gi < GROUP; gi++)
+#pragma unroll
+                for (int i = 0; i < 8; i++) acc[gi][i] = fmaf(s[u][gi], v[i], acc[gi][i]);
+        }
+    }
+    // merge the KPW slots of each warp (shuffles), then the warps of the block (shared memory)
+#pragma unroll
+    for (int gi = 0; gi < GROUP; gi++) {
+#pragma unroll
+        for (int o = LPK; o < 32; o <<= 1) {
+            float acc2[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc2[i] = __shfl_xor_sync(0xffffffffu, acc[gi][i], o);
+            const float m2 = __shfl_xor_sync(0xffffffffu, m[gi], o), l2 = __shfl_xor_sync(0xffffffffu, l[gi], o);
+            merge_state(m[gi], l[gi], acc[gi], m2, l2, acc2);
+        }
+        if (lane < LPK) {
+#pragma unroll
+            for (int i = 0; i < 8; i++) s_acc[warp][gi][d0 + i] = acc[gi][i];
+        }
+        if (lane == 0) { s_m[warp][gi] = m[gi]; s_l[warp][gi] = l[gi]; }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < GROUP * HEAD_DIM; idx += blockDim.x) {
+        const int gi = idx / HEAD_DIM, d = idx % HEAD_DIM;
+        float M = -INFINITY;
+        for (int w = 0; w < NWARPS; w++) M = fmaxf(M, s_m[w][gi]);
+        const float bias = M == -INFINITY ? 0.f : M;
+        float lt = 0.f, ot = 0.f;
+        for (int w = 0; w < NWARPS; w++) {
+            const float wt = ex2(s_m[w][gi] - bias);         // empty warps: 2^-inf = 0
+            lt += s_l[w][gi] * wt;
+            ot += s_acc[w][gi][d] * wt;
+        }
+        const size_t row = (size_t)b * Hq + kvh * GROUP + gi;
+        if (S == 1) {                                       // one split: finish here
+            out[row * HEAD_DIM + d] = lt > 0.f ? ot / lt : 0.f;
+        } else {
+            part_o[(row * S + split) * HEAD_DIM + d] = ot;
+            if (d == 0) { part_ml[(row * S + split) * 2] = M; part_ml[(row * S + split) * 2 + 1] = lt; }
+        }
+    }
+}
+
+// Merge the splits: grid (B * Hq), block HEAD_DIM threads.
+extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                                             float* __restrict__ out, int S) {
+    const size_t row = blockIdx.x;
+    const int d = threadIdx.x;
+    float M = -INFINITY;
+    for (int s = 0; s < S; s++) M = fmaxf(M, part_ml[(row * S + s) * 2]);
+    float lt = 0.f, ot = 0.f;
+    if (M != -INFINITY)
+        for (int s = 0; s < S; s++) {
+            const float w = exp2f(part_ml[(row * S + s) * 2] - M);
+            lt += part_ml[(row * S + s) * 2 + 1] * w;
+            ot += part_o[(row * S + s) * HEAD_DIM + d] * w;
+        }
+    out[row * HEAD_DIM + d] = lt > 0.f ? ot / lt : 0.f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers for the runtime around the cache.
+// kv_store: write this step's k, v (f32 [T, Hkv, D]) into the cache as f16 at flat slots
+// slot[t] = page * page_size + offset (one block per token, a thread per element).
+extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
+                                    __half* __restrict__ Kc, __half* __restrict__ Vc,
+                                    const int* __restrict__ slots, int row) {   // row = Hkv * D
+    const int tk = blockIdx.x;
+    const size_t dst = (size_t)slots[tk] * row;
+    for (int i = threadIdx.x; i < row; i += blockDim.x) {
+        Kc[dst + i] = __float2half_rn(k[(size_t)tk * row + i]);
+        Vc[dst + i] = __float2half_rn(v[(size_t)tk * row + i]);
+    }
+}
+
+// gather_kv: a sequence's first L tokens out of the pages into contiguous f16 [L, Hkv, D]
+// (prefill over a cached prefix: gather, then flash_attn_fwd with Lk = L).
+extern "C" __global__ void gather_kv(const __half* __restrict__ Kc, const __half* __restrict__ Vc,
+                                     const int* __restrict__ page_table, __half* __restrict__ k,
+                                     __half* __restrict__ v, int page_size, int row) {
+    const int tk = blockIdx.x;
+    const size_t src = ((size_t)page_table[tk / page_size] * page_size + tk % page_size) * row;
+    for (int i = threadIdx.x; i < row; i += blockDim.x) {
+        k[(size_t)tk * row + i] = Kc[src + i];
+        v[(size_t)tk * row + i] = Vc[src + i];
+    }
+}

@@ -1,0 +1,63 @@
+// rope.cu: rotary position embedding on x f32 [T, H, Dh] (in place allowed), chapter 10.
+// Pair (a, b) of head dims rotated by angle pos[t] * theta^(-2j/Dh), j = 0 .. Dh/2-1:
+//   a' = a cos - b sin,  b' = a sin + b cos
+// mode NEOX (Qwen2/3, GPT-NeoX, HF's rotate_half): pair j = (j, j + Dh/2)
+// mode NORM (original/llama.cpp "normal", GPT-J style): pair j = (2j, 2j + 1)
+#include "common.cuh"
+
+// The angle is formed in double: pos * inv_freq reaches tens of thousands of radians, and in
+// float its rounding alone (1e-7 relative) would cost ~1e-3 of accuracy; theta itself comes in
+// as a double for the same reason. Hopper runs FP64 at half the FP32 rate, and this kernel is
+// memory bound anyway.
+__device__ __forceinline__ void rope_angle(int pos, int j, int Dh, double theta, float& c, float& s) {
+    double inv_freq = pow(theta, -(double)(2 * j) / Dh);
+    double ang = fmod((double)pos * inv_freq, 6.283185307179586);
+    sincosf((float)ang, &s, &c);
+}
+
+// One thread per rotated pair; T*H*(Dh/2) threads.
+extern "C" __global__ void rope_f32(const float* __restrict__ x, float* __restrict__ y,
+                                    const int* __restrict__ pos, int T, int H, int Dh,
+                                    double theta, int neox) {
+    const int half = Dh / 2;
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long)T * H * half) return;
+    const int j = i % half;
+    const long row = i / half;            // t * H + h
+    const int t = row / H;
+    float c, s;
+    rope_angle(pos[t], j, Dh, theta, c, s);
+    const long ia = row * Dh + (neox ? j : 2 * j), ib = ia + (neox ? half : 1);
+    float a = x[ia], b = x[ib];
+    y[ia] = a * c - b * s;
+    y[ib] = a * s + b * c;
+}
+
+// Qwen3: q and k get an RMSNorm over each head (weight w [Dh]) right before RoPE. Fused: one warp
+// per (t, h) row loads the row once, normalises it in registers/shared memory, rotates, stores:
+// one read and one write of x instead of two of each. Dh <= 256, even.
+#ifndef QKN_WARPS
+#define QKN_WARPS 4
+#endif
+extern "C" __global__ void qk_norm_rope_f32(const float* __restrict__ x, float* __restrict__ y,
+                                            const float* __restrict__ w, const int* __restrict__ pos,
+                                            int T, int H, int Dh, float eps, double theta, int neox) {
+    __shared__ float row[QKN_WARPS][256];
+    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
+    const long r = (long)blockIdx.x * QKN_WARPS + wid;   // t * H + h
+    if (r >= (long)T * H) return;
+    const float* xr = x + r * Dh;
+    float ss = 0.f;
+    for (int d = lane; d < Dh; d += WARP) { float v = xr[d]; row[wid][d] = v; ss += v * v; }
+    const float inv = rsqrtf(warp_sum(ss) / Dh + eps);
+    __syncwarp();
+    const int half = Dh / 2, t = r / H, p = pos[t];
+    for (int j = lane; j < half; j += WARP) {
+        const int ia = neox ? j : 2 * j, ib = ia + (neox ? half : 1);
+        float a = row[wid][ia] * inv * w[ia], b = row[wid][ib] * inv * w[ib];
+        float c, s;
+        rope_angle(p, j, Dh, theta, c, s);
+        y[r * Dh + ia] = a * c - b * s;
+        y[r * Dh + ib] = a * s + b * c;
+    }
+}

@@ -1,0 +1,227 @@
+"""Test oracles: tiny random HF transformers models, written as GGUF the way llama.cpp does.
+
+`tiny_qwen3(...)` / `tiny_llama(...)` build a seeded random `Qwen3ForCausalLM` / `LlamaForCausalLM`
+(torch float32, eval mode). `write_gguf(model, path, wtype)` writes it with gguf-py's GGUFWriter,
+following llama.cpp's convert_hf_to_gguf.py: tensor names `blk.N.attn_q.weight` ..., the Q/K row
+permutation for llama (so the engine must use the adjacent-pairs RoPE), 1-D norms kept in F32,
+2-D weights stored as F32/F16/BF16/Q8_0 via `gguf.quants.quantize`. For a lossy type the HF
+model's weights are replaced by the dequantized values (gguf-py's own `dequantize`) so HF and the
+GGUF describe the *same* function: tests then compare our logits against HF's.
+
+The vocabulary is a truncated copy of the real Qwen2/Qwen3 byte-level BPE (first `n_regular`
+tokens, the merges that stay inside them, and the three chat special tokens), so the tokenizer
+section is genuine but the embedding stays tiny.
+
+We deliberately do not re-read the GGUF with HF (HF's GGUF import ignores
+`qwen3.attention.key_length`); the reference is the HF model we wrote.
+"""
+from __future__ import annotations
+
+import functools
+import pathlib
+
+import numpy as np
+import torch
+import gguf
+from gguf import GGMLQuantizationType as QT
+
+SHARED_DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
+QWEN2_VOCAB = SHARED_DATA / "ggml-vocab-qwen2.gguf"
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+                 "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+                 "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+WTYPES = {"F32": QT.F32, "F16": QT.F16, "BF16": QT.BF16, "Q8_0": QT.Q8_0}
+FILE_TYPE = {"F32": 0, "F16": 1, "Q8_0": 7, "BF16": 32}  # llama_ftype values (general.file_type)
+
+
+# --------------------------------------------------------------------------------------- vocab
+@functools.cache
+def small_vocab(n_regular: int = 500):
+    "(tokens, token_types, merges) of the first `n_regular` Qwen2 tokens plus 3 specials."
+    # (gguf-py's reader needs ~30 s for this 151k-token file; tffedu's mmap reader < 1 s. The
+    # vocabulary is only input data here: what the tests check is the model built on it.)
+    from tffedu.gguf import GGUFFile
+    with GGUFFile(QWEN2_VOCAB) as f:
+        all_tokens, all_merges = f.metadata["tokenizer.ggml.tokens"], f.metadata["tokenizer.ggml.merges"]
+    tokens = list(all_tokens[:n_regular])
+    keep = set(tokens)
+    merges = []
+    # Qwen2's token 256+i is the result of merge i: the first n_regular-256 merges stay inside.
+    for m in all_merges[:n_regular - 256]:
+        a, b = m.split(" ")
+        assert a in keep and b in keep and a + b in keep, m
+        merges.append(m)
+    types = [1] * n_regular + [3] * len(SPECIALS)   # 1 normal, 3 control
+    return tokens + SPECIALS, types, merges
+
+
+def vocab_size(n_regular: int = 500) -> int:
+    return n_regular + len(SPECIALS)
+
+
+# --------------------------------------------------------------------------------------- models
+def _init_(model: torch.nn.Module, seed: int, std: float) -> None:
+    "Seeded random weights; norms around 1 (not exactly 1, so a missed norm weight shows)."
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 1:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(std * torch.randn(p.shape, generator=g))
+
+
+def tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=False,
+               n_regular=500, ctx=256, theta=10000.0, eps=1e-6, seed=0, std=0.05, rope_scaling=None):
+    "A random Qwen3ForCausalLM in float32 (eval). head_dim defaults to hidden // heads."
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    vs = vocab_size(n_regular)
+    cfg = Qwen3Config(vocab_size=vs, hidden_size=hidden, intermediate_size=ffn,
+                      num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=kv_heads, head_dim=head_dim or hidden // heads,
+                      max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
+                      rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
+                      bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3)
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(cfg).float().eval()
+    _init_(model, seed, std)
+    if tied:
+        model.tie_weights()
+    return model
+
+
+def tiny_llama(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=True,
+               n_regular=500, ctx=256, theta=10000.0, eps=1e-5, seed=0, std=0.05, rope_scaling=None):
+    "A random LlamaForCausalLM in float32 (eval), SmolLM2-like (tied by default)."
+    from transformers import LlamaConfig, LlamaForCausalLM
+    vs = vocab_size(n_regular)
+    cfg = LlamaConfig(vocab_size=vs, hidden_size=hidden, intermediate_size=ffn,
+                      num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=kv_heads, head_dim=head_dim or hidden // heads,
+                      max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
+                      rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
+                      bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg).float().eval()
+    _init_(model, seed, std)
+    if tied:
+        model.tie_weights()
+    return model
+
+
+# --------------------------------------------------------------------------------------- writer
+def llama_permute(w: np.ndarray, n_head: int, n_head_kv: int | None) -> np.ndarray:
+    "llama.cpp convert_hf_to_gguf.py LlamaModel.permute: HF's rotate-half rows -> adjacent pairs."
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def _gguf_name(hf: str) -> str | None:
+    "HF parameter name -> GGUF tensor name (llama.cpp's tensor map for llama/qwen3)."
+    fixed = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+             "lm_head.weight": "output.weight"}
+    if hf in fixed:
+        return fixed[hf]
+    parts = hf.split(".")          # model.layers.N.<module>.<sub>.weight
+    n, rest = parts[2], ".".join(parts[3:])
+    table = {"input_layernorm.weight": "attn_norm", "post_attention_layernorm.weight": "ffn_norm",
+             "self_attn.q_proj.weight": "attn_q", "self_attn.k_proj.weight": "attn_k",
+             "self_attn.v_proj.weight": "attn_v", "self_attn.o_proj.weight": "attn_output",
+             "self_attn.q_norm.weight": "attn_q_norm", "self_attn.k_norm.weight": "attn_k_norm",
+             "mlp.gate_proj.weight": "ffn_gate", "mlp.up_proj.weight": "ffn_up",
+             "mlp.down_proj.weight": "ffn_down"}
+    return f"blk.{n}.{table[rest]}.weight"
+
+
+def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer: bool = True,
+               ctx: int | None = None) -> pathlib.Path:
+    """Write `model` as GGUF at `path`, 2-D weights in `wtype`; the HF model is updated in place to
+    the dequantized weights, so it stays the exact reference of the file."""
+    cfg = model.config
+    arch = cfg.model_type                     # "qwen3" or "llama"
+    assert arch in ("qwen3", "llama"), arch
+    qtype = WTYPES[wtype]
+    path = pathlib.Path(path)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny-random-{arch}")
+    w.add_file_type(FILE_TYPE[wtype])
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(ctx or cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_vocab_size(cfg.vocab_size)
+    head_dim = cfg.head_dim
+    if arch == "qwen3" or head_dim != cfg.hidden_size // cfg.num_attention_heads:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
+    if arch == "llama":
+        w.add_rope_dimension_count(head_dim)
+    if cfg.rope_parameters.get("rope_type", "default") == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(float(cfg.rope_parameters["factor"]))
+    if tokenizer:
+        tokens, types, merges = small_vocab(n_regular)
+        assert len(tokens) == cfg.vocab_size
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("qwen2")
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_token_merges(merges)
+        w.add_bos_token_id(cfg.bos_token_id)
+        w.add_eos_token_id(cfg.eos_token_id)
+        w.add_pad_token_id(cfg.pad_token_id)
+        w.add_add_bos_token(False)
+        w.add_chat_template(CHAT_TEMPLATE)
+
+    tied = cfg.tie_word_embeddings
+    with torch.no_grad():
+        for name, p in model.named_parameters():   # tied lm_head is not listed twice
+            if tied and name == "lm_head.weight":
+                continue
+            gname = _gguf_name(name)
+            data = p.detach().numpy().astype(np.float32)
+            if data.ndim == 1:                      # norms stay F32, like llama.cpp
+                w.add_tensor(gname, data)
+                continue
+            q = gguf.quants.quantize(data, qtype)
+            p.copy_(torch.from_numpy(gguf.quants.dequantize(q, qtype).reshape(data.shape).copy()))
+            if arch == "llama" and ".attn_q." in gname:
+                q = llama_permute(q, cfg.num_attention_heads, cfg.num_attention_heads)
+            elif arch == "llama" and ".attn_k." in gname:
+                q = llama_permute(q, cfg.num_attention_heads, cfg.num_key_value_heads)
+            w.add_tensor(gname, q, raw_dtype=None if qtype in (QT.F32, QT.F16) else qtype)
+        if tied:
+            model.tie_weights()
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+# --------------------------------------------------------------------------------------- oracles
+def hf_logits(model, ids) -> np.ndarray:
+    "float32 [len(ids), vocab] logits of HF's forward pass."
+    with torch.no_grad():
+        return model(torch.tensor([list(ids)])).logits[0].float().numpy()
+
+
+def hf_greedy(model, ids, n: int) -> list[int]:
+    "HF's greedy continuation (n new tokens, no early stop)."
+    with torch.no_grad():
+        out = model.generate(torch.tensor([list(ids)]), max_new_tokens=n, do_sample=False,
+                             min_new_tokens=n, pad_token_id=model.config.pad_token_id)
+    return out[0, len(ids):].tolist()
+
+
+def rel_err(a, b) -> float:
+    "max |a - b| relative to max |b| (the tolerance the issue states)."
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.abs(a - b).max() / np.abs(b).max())

@@ -1,0 +1,229 @@
+"""Chapter 12's attention kernels against float64 numpy references (GPU machine; skipped elsewhere).
+
+Flash attention (prefill) and paged decode attention with random shapes: odd lengths, GQA ratios
+1, 4 and 8, head dims 64 and 128, page sizes 1, 16 and 32, one split or many. Inputs are drawn in
+f16 (what the kernels read), so the reference sees the same values; outputs are poisoned first.
+"""
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+from tests.test_cuda_kernels import C, dev, host, poisoned  # noqa: F401  (C: the context fixture)
+
+gpu = pytest.mark.gpu
+
+
+@pytest.fixture
+def rng(request):
+    return np.random.default_rng(zlib.crc32(request.node.name.encode()))
+
+
+@pytest.fixture(scope="module")
+def A(C):
+    import tffedu.ops.cuda_attention as A
+    return A
+
+
+def attention_ref(q, k, v, causal=True, scale=None):
+    "float64: q [Lq, Hq, D], k/v [Lk, Hkv, D]; causal: query i at position i + Lk - Lq."
+    Lq, Hq, D = q.shape
+    Lk, Hkv, _ = k.shape
+    scale = 1 / math.sqrt(D) if scale is None else scale
+    G = Hq // Hkv
+    k = np.repeat(k.astype(np.float64), G, axis=1)                 # kv head of query head h: h // G
+    v = np.repeat(v.astype(np.float64), G, axis=1)
+    s = np.einsum("qhd,khd->hqk", q.astype(np.float64), k) * scale
+    if causal:
+        s = np.where(np.arange(Lk)[None, :] <= np.arange(Lq)[:, None] + (Lk - Lq), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("hqk,khd->qhd", p, v)
+
+
+def frob(got, ref):
+    return float(np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+CASES = [(1, 1, True), (17, 17, True), (100, 300, True), (257, 257, True), (130, 77, False),
+         (64, 1000, False), (333, 333, True)]
+
+
+@gpu
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("G", [1, 4, 8])
+@pytest.mark.parametrize("Lq,Lk,causal", CASES)
+def test_flash_attention(A, rng, D, G, Lq, Lk, causal):
+    Hkv = int(rng.integers(1, 3))
+    Hq = G * Hkv
+    q = rng.standard_normal((Lq, Hq, D)).astype(np.float16)
+    k = rng.standard_normal((Lk, Hkv, D)).astype(np.float16)
+    v = rng.standard_normal((Lk, Hkv, D)).astype(np.float16)
+    ref = attention_ref(q, k, v, causal)
+    for version in (2, 3, 1):
+        out = poisoned((Lq, Hq, D))
+        A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=causal, version=version)
+        assert frob(host(out), ref) < 4e-3, version
+
+
+@gpu
+@pytest.mark.parametrize("cfg", [{"version": 2, "NWARPS": 4, "BC": 64}, {"version": 2, "NWARPS": 4, "BC": 32},
+                                 {"version": 2, "NWARPS": 8, "BC": 64}, {"version": 2, "NWARPS": 8, "BC": 32},
+                                 {"version": 2, "NWARPS": 4, "BC": 64, "MINB": 3}, {"version": 3, "NWARPS": 4, "BC": 64},
+                                 {"version": 3, "NWARPS": 4, "BC": 32}, {"version": 3, "NWARPS": 2, "BC": 64},
+                                 {"version": 3, "NWARPS": 2, "BC": 32},
+                                 {"version": 2, "NWARPS": 8, "BC": 64, "GRID_HQ": 1},
+                                 {"version": 3, "NWARPS": 4, "BC": 64, "GRID_HQ": 1},
+                                 {"version": 3, "NWARPS": 4, "BC": 64, "KV2": 1},
+                                 {"version": 3, "NWARPS": 4, "BC": 64, "KV2": 1, "GRID_HQ": 1},
+                                 {"version": 3, "NWARPS": 4, "BC": 32, "KV2": 1, "GRID_HQ": 1},
+                                 {"version": 3, "NWARPS": 2, "BC": 64, "KV2": 1, "GRID_HQ": 1}])
+def test_flash_attention_tile_configs(A, rng, cfg):
+    q = rng.standard_normal((300, 8, 128)).astype(np.float16)
+    k = rng.standard_normal((350, 2, 128)).astype(np.float16)
+    v = rng.standard_normal((350, 2, 128)).astype(np.float16)
+    out = poisoned(q.shape)
+    A.flash_attention(dev(q), dev(k), dev(v), out=out, config=cfg)
+    assert frob(host(out), attention_ref(q, k, v)) < 4e-3
+    q64 = rng.standard_normal((77, 4, 64)).astype(np.float16)          # head dim 64, odd length
+    k64 = rng.standard_normal((90, 1, 64)).astype(np.float16)
+    out = poisoned(q64.shape)
+    A.flash_attention(dev(q64), dev(k64), dev(k64), out=out, config=cfg)
+    assert frob(host(out), attention_ref(q64, k64, k64)) < 4e-3
+
+
+@gpu
+@pytest.mark.parametrize("cfg", [{"version": 3, "KV2": 1}, {"version": 3, "KV2": 1, "GRID_HQ": 1},
+                                 {"version": 2, "GRID_HQ": 1}])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("Lq,Lk,causal", CASES)
+def test_flash_attention_kv2_grid_hq(A, rng, cfg, D, Lq, Lk, causal):
+    "The double-buffered K/V (KV2) and heads-first grid (GRID_HQ) switches, odd shapes, GQA 3:1 and batch 2."
+    B, Hkv, Hq = 2, 2, 6
+    q = rng.standard_normal((B, Lq, Hq, D)).astype(np.float16)
+    k = rng.standard_normal((B, Lk, Hkv, D)).astype(np.float16)
+    v = rng.standard_normal((B, Lk, Hkv, D)).astype(np.float16)
+    out = poisoned(q.shape)
+    A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=causal, config=cfg)
+    got = host(out)
+    for b in range(B):
+        assert frob(got[b], attention_ref(q[b], k[b], v[b], causal)) < 4e-3, b
+
+
+@gpu
+def test_flash_attention_batched_f32_and_scale(A, rng):
+    B, L, Hq, Hkv, D = 3, 70, 8, 2, 64
+    q = rng.standard_normal((B, L, Hq, D)).astype(np.float32)
+    k = rng.standard_normal((B, L, Hkv, D)).astype(np.float32)
+    v = rng.standard_normal((B, L, Hkv, D)).astype(np.float32)
+    for version in (2, 3):
+        out = host(A.flash_attention(dev(q), dev(k), dev(v), scale=0.3, version=version))
+        for b in range(B):
+            ref = attention_ref(q[b].astype(np.float16), k[b].astype(np.float16), v[b].astype(np.float16), scale=0.3)
+            assert frob(out[b], ref) < 4e-3, (version, b)
+
+
+@gpu
+def test_attention_op_matches_torch_sdpa(A, rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    import torch.nn.functional as F
+    L, Hq, Hkv, D = 517, 32, 8, 128
+    q = rng.standard_normal((L, Hq, D)).astype(np.float16)
+    k = rng.standard_normal((L, Hkv, D)).astype(np.float16)
+    v = rng.standard_normal((L, Hkv, D)).astype(np.float16)
+    from tffedu.factory import OPS
+    out = host(OPS.get("attention", "cuda")(dev(q), dev(k), dev(v)))
+    t = lambda a: torch.from_numpy(a).cuda().transpose(0, 1).unsqueeze(0)  # noqa: E731
+    ref = F.scaled_dot_product_attention(t(q), t(k).repeat_interleave(4, 1), t(v).repeat_interleave(4, 1),
+                                         is_causal=True)[0].transpose(0, 1).float().cpu().numpy()
+    assert frob(out, ref) < 4e-3
+
+
+@gpu
+def test_attention_shape_errors(A, rng):
+    from tffedu.errors import ShapeError
+    q = dev(np.zeros((4, 6, 64), np.float16))
+    k = dev(np.zeros((4, 4, 64), np.float16))
+    with pytest.raises(ShapeError, match="Hq % Hkv"):
+        A.flash_attention(q, k, k)
+    with pytest.raises(ShapeError, match="Lk >= Lq"):
+        A.flash_attention(dev(np.zeros((9, 4, 64), np.float16)), k, k)
+
+
+# ---------------------------------------------------------------- paged decode
+def make_cache(B, Hq, Hkv, D, ps, lens, rng):
+    need = [-(-int(L) // ps) for L in lens]
+    P = sum(need) + 2
+    kp = rng.standard_normal((P, ps, Hkv, D), dtype=np.float32).astype(np.float16)
+    vp = rng.standard_normal((P, ps, Hkv, D), dtype=np.float32).astype(np.float16)
+    perm = rng.permutation(P)
+    tables = np.full((B, max(need) + 1), -1, np.int32)            # padded with -1, one spare column
+    used = 0
+    for b, n in enumerate(need):
+        tables[b, :n] = perm[used:used + n]
+        used += n
+    q = rng.standard_normal((B, Hq, D)).astype(np.float32)
+    return q, kp, vp, tables, np.asarray(lens, np.int32)
+
+
+def decode_ref(q, kp, vp, tables, lens):
+    ps = kp.shape[1]
+    out = np.zeros(q.shape)
+    for b, L in enumerate(lens):
+        t = np.arange(L)
+        k, v = kp[tables[b][t // ps], t % ps], vp[tables[b][t // ps], t % ps]
+        out[b] = attention_ref(q[b:b + 1], k, v, causal=True)[0]
+    return out
+
+
+@gpu
+@pytest.mark.parametrize("ps", [1, 16, 32])
+@pytest.mark.parametrize("G", [1, 4, 8])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("splits", [None, 1, 5])
+def test_paged_decode(A, rng, ps, G, D, splits):
+    "Default decode config (A.DECODE), every page size / GQA ratio / head dim / split count."
+    Hkv = int(rng.integers(1, 3))
+    lens = [1, int(rng.integers(2, 40)), int(rng.integers(200, 1500))]
+    q, kp, vp, tab, ln = make_cache(3, G * Hkv, Hkv, D, ps, lens, rng)
+    out = poisoned(q.shape)
+    A.paged_attention_decode(dev(q), dev(kp), dev(vp), dev(tab), dev(ln), out=out, n_splits=splits,
+                             max_seq_len=None if splits else max(lens))
+    assert frob(host(out), decode_ref(q, kp, vp, tab, ln)) < 2e-5
+
+
+@gpu
+@pytest.mark.parametrize("cfg", [{"NWARPS": 2, "UNROLL": 1}, {"NWARPS": 8, "UNROLL": 2}, {"NWARPS": 4, "UNROLL": 8},
+                                 {"NWARPS": 8, "UNROLL": 8}, {"NWARPS": 4, "UNROLL": 2}, {"NWARPS": 8, "UNROLL": 4}])
+def test_paged_decode_configs_long(A, rng, cfg):
+    q, kp, vp, tab, ln = make_cache(2, 16, 2, 128, 32, [9000, 4097], rng)
+    out = poisoned(q.shape)
+    A.paged_attention_decode(dev(q), dev(kp), dev(vp), dev(tab), dev(ln), out=out, config=cfg)
+    assert frob(host(out), decode_ref(q, kp, vp, tab, ln)) < 2e-5
+
+
+@gpu
+@pytest.mark.parametrize("ps", [1, 16, 32])
+def test_kv_store_then_paged_prefill(A, rng, ps):
+    Hq, Hkv, D, T0, T = 8, 2, 64, 37, 21                       # 37 cached tokens, 21 new ones
+    L = T0 + T
+    P = -(-L // ps) + 3
+    kp = dev(np.zeros((P, ps, Hkv, D), np.float16))
+    vp = dev(np.zeros((P, ps, Hkv, D), np.float16))
+    table = rng.permutation(P)[: -(-L // ps)].astype(np.int32)
+    k = rng.standard_normal((L, Hkv, D)).astype(np.float32)
+    v = rng.standard_normal((L, Hkv, D)).astype(np.float32)
+    t = np.arange(L)
+    slots = (table[t // ps] * ps + t % ps).astype(np.int32)
+    A.kv_store(dev(k[:T0]), dev(v[:T0]), kp, vp, dev(slots[:T0]))
+    A.kv_store(dev(k[T0:]), dev(v[T0:]), kp, vp, dev(slots[T0:]))
+    kh = host(kp)
+    assert np.array_equal(kh[table[t // ps], t % ps], k.astype(np.float16))
+    q = rng.standard_normal((T, Hq, D)).astype(np.float32)
+    out = poisoned((T, Hq, D))
+    A.paged_attention(dev(q), kp, vp, dev(table), L, out=out)
+    ref = attention_ref(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16))
+    assert frob(host(out), ref) < 4e-3

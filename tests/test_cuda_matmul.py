@@ -1,0 +1,387 @@
+"""Chapter 11: the matmul ladder and the Q8_0 GEMV (tffedu.ops.cuda_matmul).
+
+CPU tests check the numpy references against gguf-py (the real Q8_0 format) and numpy's matmul;
+GPU tests (marked gpu, run on the GPU machine) check every kernel version against those references
+on random odd shapes, with the output poisoned by NaN so an unwritten element fails.
+"""
+import numpy as np
+import pytest
+
+import gguf
+from gguf.quants import dequantize, quantize
+
+from tffedu.errors import DeviceError, ShapeError
+from tffedu.ops import cuda_matmul as cm
+
+Q8 = gguf.GGMLQuantizationType.Q8_0
+
+
+def q8(w):
+    return quantize(np.ascontiguousarray(w, np.float32), Q8)
+
+
+# ------------------------------------------------------------------ CPU: the references
+@pytest.mark.parametrize("N,K,T", [(1, 32, 1), (7, 96, 3), (33, 4128, 8)])
+def test_q8_0_gemv_ref_matches_gguf_dequantize(N, K, T):
+    rng = np.random.default_rng(N * K + T)
+    raw = q8(rng.standard_normal((N, K), dtype=np.float32))
+    x = rng.standard_normal((T, K), dtype=np.float32)
+    want = x.astype(np.float64) @ dequantize(raw, Q8).astype(np.float64).T
+    np.testing.assert_allclose(cm.q8_0_gemv_ref(x, raw, K), want, rtol=1e-10, atol=1e-9)
+
+
+def test_q8_0_unpack_layout():
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((5, 64), dtype=np.float32)
+    raw = q8(w)
+    d, q = cm.q8_0_unpack(raw, 64)
+    assert d.shape == (5, 2) and q.shape == (5, 2, 32) and q.dtype == np.int8
+    np.testing.assert_array_equal((d[..., None] * q).reshape(5, 64), dequantize(raw, Q8))
+    with pytest.raises(ShapeError):
+        cm.q8_0_unpack(raw, 65)
+
+
+def test_quantize_act_ref_roundtrip_and_zero_block():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 128), dtype=np.float32)
+    x[1, 32:64] = 0.0                                   # an all-zero block: scale 0, quants 0
+    xq, xd = cm.quantize_act_ref(x)
+    assert xq.dtype == np.int8 and xd.shape == (3, 4)
+    assert xd[1, 1] == 0 and not xq[1, 32:64].any()
+    back = (xq.reshape(3, 4, 32) * xd[..., None]).reshape(3, 128)
+    # rounding error is at most half a step (d/2) per value
+    assert np.all(np.abs(back - x) <= np.repeat(xd, 32, axis=1) / 2 + 1e-7)
+    assert np.abs(xq).max() == 127
+
+
+def test_dp4a_ref_close_to_exact():
+    rng = np.random.default_rng(3)
+    K, N = 1024, 64
+    raw = q8(rng.standard_normal((N, K), dtype=np.float32))
+    x = rng.standard_normal((4, K), dtype=np.float32)
+    exact = cm.q8_0_gemv_ref(x, raw, K)
+    got = cm.q8_0_gemv_dp4a_ref(x, raw, K)
+    assert cm.relerr(got, exact) < 2e-2
+
+
+def test_matmul_ref_and_relerr():
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((3, 5)), rng.standard_normal((7, 5))
+    np.testing.assert_allclose(cm.matmul_ref(x, w), x @ w.T)
+    with pytest.raises(AssertionError):
+        cm.relerr(np.array([np.nan]), np.array([1.0]))
+
+
+def test_registered_in_op_registry():
+    from tffedu.factory import OPS
+    assert OPS.get("matmul", "cuda") is cm.matmul
+
+
+def test_no_gpu_raises_device_error():
+    from tests.conftest import gpu_available
+    if gpu_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(DeviceError):
+        cm.scratch("probe", 16)
+
+
+# ------------------------------------------------------------------ GPU helpers
+def _ga():
+    import pycuda.gpuarray as ga
+    from tffedu.ops.cuda import context
+    context()
+    return ga
+
+
+def _nan(ga, shape):
+    return ga.to_gpu(np.full(shape, np.nan, np.float32))
+
+
+ODD_SHAPES = [(1, 1, 1), (1, 7, 13), (37, 53, 71), (130, 257, 99), (255, 129, 520), (67, 300, 1001)]
+
+
+# ------------------------------------------------------------------ GPU: fp32 versions 1-3
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", cm.SGEMM_VERSIONS)
+@pytest.mark.parametrize("M,N,K", ODD_SHAPES)
+def test_sgemm_versions(version, M, N, K):
+    ga = _ga()
+    rng = np.random.default_rng(M * 1000 + N + K)
+    x = rng.standard_normal((M, K), dtype=np.float32)
+    w = rng.standard_normal((N, K), dtype=np.float32)
+    y = _nan(ga, (M, N))
+    cm.sgemm(ga.to_gpu(x), ga.to_gpu(w), y, M, N, K, version)
+    assert cm.relerr(y.get(), cm.matmul_ref(x, w)) < 1e-5
+
+
+@pytest.mark.gpu
+def test_sgemm_tiled_block_sizes():
+    ga = _ga()
+    rng = np.random.default_rng(5)
+    M, N, K = 45, 77, 93
+    x = rng.standard_normal((M, K), dtype=np.float32)
+    w = rng.standard_normal((N, K), dtype=np.float32)
+    for t in (8, 16, 32):
+        y = _nan(ga, (M, N))
+        cm.sgemm(ga.to_gpu(x), ga.to_gpu(w), y, M, N, K, "tiled", TILE=t)
+        assert cm.relerr(y.get(), cm.matmul_ref(x, w)) < 1e-5
+
+
+# ------------------------------------------------------------------ GPU: tensor cores
+def _bf16_bits(a):
+    "float32 -> (bf16 bit patterns as uint16, the float32 values they represent)."
+    bits = (np.asarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return bits, (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["F16", "BF16"])
+@pytest.mark.parametrize("cfg", range(len(cm.MMA_CONFIGS)))
+@pytest.mark.parametrize("M,N,K", [(1, 8, 8), (37, 53, 72), (130, 257, 136), (255, 129, 1000), (300, 260, 64)])
+def test_hgemm_configs(dtype, cfg, M, N, K):
+    ga = _ga()
+    rng = np.random.default_rng(M + N * 7 + K * 13 + cfg)
+    x = rng.standard_normal((M, K), dtype=np.float32)
+    w = rng.standard_normal((N, K), dtype=np.float32)
+    if dtype == "F16":
+        xs, ws = x.astype(np.float16), w.astype(np.float16)
+        xr, wr = xs, ws
+    else:
+        (xs, xr), (ws, wr) = _bf16_bits(x), _bf16_bits(w)
+    y = _nan(ga, (M, N))
+    cm.hgemm(ga.to_gpu(xs), ga.to_gpu(ws), y, M, N, K, dtype, cm.MMA_CONFIGS[cfg])
+    # same 16-bit inputs in float64: only the fp32 accumulation differs
+    assert cm.relerr(y.get(), cm.matmul_ref(xr, wr)) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["F16", "BF16"])
+@pytest.mark.parametrize("cfg", range(len(cm.WGMMA_CONFIGS)))
+@pytest.mark.parametrize("M,N,K", [(1, 8, 8), (37, 53, 72), (130, 257, 136), (255, 129, 1000), (300, 520, 64),
+                                   (129, 385, 4104)])
+def test_wgemm_configs(dtype, cfg, M, N, K):
+    ga = _ga()
+    if not cm.wgmma_available():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    rng = np.random.default_rng(M + N * 7 + K * 13 + cfg + 1)
+    x = rng.standard_normal((M, K), dtype=np.float32)
+    w = rng.standard_normal((N, K), dtype=np.float32)
+    if dtype == "F16":
+        xs, ws = x.astype(np.float16), w.astype(np.float16)
+        xr, wr = xs, ws
+    else:
+        (xs, xr), (ws, wr) = _bf16_bits(x), _bf16_bits(w)
+    y = _nan(ga, (M, N))
+    cm.wgemm(ga.to_gpu(xs), ga.to_gpu(ws), y, M, N, K, dtype, cm.WGMMA_CONFIGS[cfg])
+    assert cm.relerr(y.get(), cm.matmul_ref(xr, wr)) < 1e-5
+
+
+@pytest.mark.gpu
+def test_wgemm_ldy_column_slice():
+    "y with a row stride wider than N: the columns outside [0, N) stay untouched."
+    ga = _ga()
+    if not cm.wgmma_available():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    rng = np.random.default_rng(9)
+    M, N, K, ldy = 200, 100, 128, 160
+    x = rng.standard_normal((M, K), dtype=np.float32).astype(np.float16)
+    w = rng.standard_normal((N, K), dtype=np.float32).astype(np.float16)
+    y = ga.to_gpu(np.full((M, ldy), 7.0, np.float32))
+    cm.wgemm(ga.to_gpu(x), ga.to_gpu(w), y, M, N, K, ldy=ldy)
+    got = y.get()
+    assert cm.relerr(got[:, :N], cm.matmul_ref(x, w)) < 1e-5
+    assert np.all(got[:, N:] == 7.0)
+
+
+@pytest.mark.gpu
+def test_hgemm_rejects_bad_k():
+    ga = _ga()
+    a = ga.to_gpu(np.zeros((4, 12), np.float16))
+    y = ga.to_gpu(np.zeros((4, 4), np.float32))
+    with pytest.raises(ShapeError):
+        cm.hgemm(a, a, y, 4, 4, 12)
+    with pytest.raises(ShapeError):
+        cm.wgemm(a, a, y, 4, 4, 12)
+    with pytest.raises(ShapeError):
+        cm.hgemm(a, a, y, 4, 4, 8, "F32")
+
+
+# ------------------------------------------------------------------ GPU: Q8_0 GEMV
+GEMV_SHAPES = [(1, 32), (37, 96), (300, 4096), (1001, 4128), (129, 12288)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,K", GEMV_SHAPES)
+@pytest.mark.parametrize("T", range(1, 9))
+def test_q8_0_gemv_versions(N, K, T):
+    ga = _ga()
+    rng = np.random.default_rng(N * 31 + K + T)
+    raw = q8(rng.standard_normal((N, K), dtype=np.float32))
+    x = rng.standard_normal((T, K), dtype=np.float32)
+    exact = cm.q8_0_gemv_ref(x, raw, K)
+    wd, xd = ga.to_gpu(raw), ga.to_gpu(x)
+    for version in cm.GEMV_VERSIONS:
+        if version == "naive" and T > 3:
+            continue
+        y = _nan(ga, (T, N))
+        cm.q8_0_gemv(wd, xd, y, N, K, T, version)
+        got = y.get()
+        if version in ("dp4a", "persist"):
+            assert cm.relerr(got, cm.q8_0_gemv_dp4a_ref(x, raw, K)) < 1e-5, version
+            assert cm.relerr(got, exact) < (2e-2 if K >= 1024 else 1e-1)   # int8 activations
+        else:
+            assert cm.relerr(got, exact) < 1e-5, version
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,warps,stages", [(1, 2, 2), (2, 4, 3), (4, 2, 4), (4, 1, 2), (1, 8, 4), (2, 2, 4)])
+def test_q8_0_gemv_dp4a_configs(rows, warps, stages):
+    ga = _ga()
+    rng = np.random.default_rng(rows * 10 + warps + 100 * stages)
+    N, K, T = 203, 1056, 5
+    raw = q8(rng.standard_normal((N, K), dtype=np.float32))
+    x = rng.standard_normal((T, K), dtype=np.float32)
+    y = _nan(ga, (T, N))
+    cm.q8_0_gemv(ga.to_gpu(raw), ga.to_gpu(x), y, N, K, T, "dp4a", rows=rows, warps=warps, stages=stages)
+    assert cm.relerr(y.get(), cm.q8_0_gemv_dp4a_ref(x, raw, K)) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,warps,stages", [(1, 4, 2), (1, 4, 4), (2, 4, 2), (4, 2, 2), (1, 8, 2), (2, 2, 3)])
+@pytest.mark.parametrize("bps", [None, 1])
+def test_q8_0_gemv_persist_many_rows_per_warp(rows, warps, stages, bps):
+    "v4 with a small grid (1 block per SM): every warp walks ~10 row groups through one pipeline."
+    ga = _ga()
+    rng = np.random.default_rng(rows * 10 + warps + 100 * stages + (bps or 0))
+    N, K = 5003, 1056                       # 33 blocks per row: a full tile and a 1-block tile
+    for T in (1, 3):
+        raw = q8(rng.standard_normal((N, K), dtype=np.float32))
+        x = rng.standard_normal((T, K), dtype=np.float32)
+        y = _nan(ga, (T, N))
+        cm.q8_0_gemv(ga.to_gpu(raw), ga.to_gpu(x), y, N, K, T, "persist", rows=rows, warps=warps, stages=stages,
+                     blocks_per_sm=bps)
+        assert cm.relerr(y.get(), cm.q8_0_gemv_dp4a_ref(x, raw, K)) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("version", ["dp4a", "persist"])
+def test_cuda_graph_replay_matches_launch(version):
+    "The loop of launches captured into a CUDA graph computes the same as the launches themselves."
+    import pycuda.driver as drv
+    ga = _ga()
+    rng = np.random.default_rng(77)
+    N, K, T = 771, 2080, 2
+    raws = [q8(rng.standard_normal((N, K), dtype=np.float32)) for _ in range(3)]
+    x = rng.standard_normal((T, K), dtype=np.float32)
+    xd = ga.to_gpu(x)
+    ys = [_nan(ga, (T, N)) for _ in range(3)]
+    ws = [ga.to_gpu(r) for r in raws]
+    s = drv.Stream()
+    gos = [cm.q8_0_gemv_launcher(w, xd, y, N, K, T, version, stream=s) for w, y in zip(ws, ys)]
+    g = cm.CudaGraph(lambda: [go() for go in gos], s)
+    for y in ys:
+        assert np.isnan(y.get()).all()              # captured, not run
+    g.replay()
+    g.replay()
+    s.synchronize()
+    for r, y in zip(raws, ys):
+        assert cm.relerr(y.get(), cm.q8_0_gemv_dp4a_ref(x, r, K)) < 1e-5
+
+
+@pytest.mark.gpu
+def test_q8_0_gemv_rejects_bad_args():
+    ga = _ga()
+    w = ga.to_gpu(np.zeros((4, 34), np.uint8))
+    x = ga.to_gpu(np.zeros((9, 32), np.float32))
+    y = ga.to_gpu(np.zeros((9, 4), np.float32))
+    with pytest.raises(ShapeError):
+        cm.q8_0_gemv(w, x, y, 4, 32, 9, "dp4a")                 # T > 8
+    with pytest.raises(ShapeError):
+        cm.q8_0_gemv(w, x, y, 4, 33, 1, "dp4a")                 # K not a multiple of 32
+    with pytest.raises(ShapeError):
+        cm.q8_0_gemv(w, x, y, 4, 32, 1, "dp4a", rows=4, warps=8, stages=4)   # > 48 KB shared memory
+    with pytest.raises(ShapeError):
+        cm.q8_0_gemv(w, x, y, 4, 32, 1, "bogus")
+
+
+@pytest.mark.gpu
+def test_dequant_q8_0_matches_gguf():
+    ga = _ga()
+    rng = np.random.default_rng(6)
+    N, K = 77, 160
+    raw = q8(rng.standard_normal((N, K), dtype=np.float32))
+    out = ga.empty((N, K), np.float16)
+    cm.dequant_q8_0(ga.to_gpu(raw), out, N, K)
+    np.testing.assert_array_equal(out.get(), dequantize(raw, Q8).astype(np.float16))
+
+
+# ------------------------------------------------------------------ GPU: the registered op
+@pytest.mark.gpu
+@pytest.mark.parametrize("T,N,K,wt,xt", [
+    (1, 77, 131, "F16", "F32"), (5, 77, 131, "F16", "F16"), (300, 77, 131, "F16", "F32"),
+    (200, 129, 64, "BF16", "F32"), (3, 129, 64, "BF16", "F16"),
+    (1, 1001, 4096, "Q8_0", "F32"), (8, 1001, 4096, "Q8_0", "F16"), (9, 1001, 4096, "Q8_0", "F32"),
+    (300, 515, 1024, "Q8_0", "F16"), (7, 65, 33, "F32", "F32"), (70, 65, 33, "F32", "F16"),
+    (257, 300, 512, "F16", "F16"), (129, 100, 200, "BF16", "F32"),
+])
+def test_matmul_op(T, N, K, wt, xt):
+    ga = _ga()
+    from tffedu.factory import OPS
+    mm = OPS.get("matmul", "cuda")
+    rng = np.random.default_rng(T + N + K)
+    x = rng.standard_normal((T, K), dtype=np.float32)
+    if xt == "F16":
+        x = x.astype(np.float16)
+    wf = rng.standard_normal((N, K), dtype=np.float32)
+    tol = 1e-5
+    if wt == "Q8_0":
+        w = q8(wf)
+        ref = cm.q8_0_gemv_ref(x.astype(np.float32), w, K)
+        tol = 2e-2 if T <= 8 else 2e-3               # int8 activations / fp16 activations
+    elif wt == "F16":
+        w = wf.astype(np.float16)
+        ref = cm.matmul_ref(x.astype(np.float16), w)
+    elif wt == "BF16":
+        w, wr = _bf16_bits(wf)
+        ref = cm.matmul_ref(x.astype(np.float32), wr)
+        tol = 1e-2                                   # x rounded to bf16 on the device
+    else:
+        w = wf
+        ref = cm.matmul_ref(x.astype(np.float32), w)
+    y = mm(ga.to_gpu(x), ga.to_gpu(w), w_dtype=wt)
+    assert y.shape == (T, N) and y.dtype == np.float32
+    assert cm.relerr(y.get(), ref) < tol
+
+
+@pytest.mark.gpu
+def test_matmul_op_shape_errors():
+    ga = _ga()
+    x = ga.zeros((2, 64), np.float32)
+    with pytest.raises(ShapeError):
+        cm.matmul(x, ga.zeros((3, 32), np.float32))                      # K mismatch
+    with pytest.raises(ShapeError):
+        cm.matmul(x, ga.zeros((3, 65), np.uint8), w_dtype="Q8_0")      # not whole blocks
+    with pytest.raises(ShapeError):
+        cm.matmul(ga.zeros((2, 64), np.int32), ga.zeros((3, 64), np.float32))
+    with pytest.raises(ShapeError):
+        cm.matmul(x, ga.zeros((3, 64), np.float32), out=ga.zeros((2, 4), np.float32))
+
+
+@pytest.mark.gpu
+def test_matmul_op_tffedu_tensors():
+    tensor = pytest.importorskip("tffedu.tensor")
+    _ga()
+    rng = np.random.default_rng(7)
+    T, N, K = 2, 96, 256
+    x = rng.standard_normal((T, K), dtype=np.float32)
+    wf = rng.standard_normal((N, K), dtype=np.float32)
+    raw = q8(wf)
+    xt = tensor.Tensor.from_numpy(x).to("cuda")
+    wt = tensor.Tensor.from_buffer(raw, tensor.Q8_0, (N, K)).to("cuda")
+    y = cm.matmul(xt, wt)
+    assert tuple(y.shape) == (T, N)
+    got = y.to("cpu").numpy()
+    assert cm.relerr(got, cm.q8_0_gemv_ref(x, raw, K)) < 2e-2
+    wh = tensor.Tensor.from_numpy(wf.astype(np.float16)).to("cuda")
+    got = cm.matmul(xt, wh).to("cpu").numpy()
+    assert cm.relerr(got, cm.matmul_ref(x.astype(np.float16), wf.astype(np.float16))) < 1e-5

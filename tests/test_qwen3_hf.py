@@ -1,0 +1,127 @@
+"""Qwen3 (and Llama) end to end on the CPU against HF transformers float32 (chapter 08).
+
+Each case builds a seeded random HF model, writes it as GGUF the way llama.cpp does
+(tests/hf_models.py), loads the GGUF with tffedu and compares logits with HF's forward pass on the
+HF model itself (for lossy weight types, HF holds gguf-py's dequantization of what we wrote).
+"""
+import numpy as np
+import pytest
+
+import tffedu.model
+from tffedu.errors import ContextOverflowError, ModelError
+from hf_models import hf_logits, rel_err, tiny_llama, tiny_qwen3, write_gguf
+
+TOL = 1e-4        # max |ours - HF| relative to max |HF| (the issue's bar)
+PROMPT = [11, 250, 3, 499, 17, 17, 64, 128, 5, 300, 42]
+
+# name -> (builder, shape kwargs, weight type)
+CASES = {
+    "qwen3-gqa4-hd16-untied": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=16), "F32"),
+    "qwen3-mqa8-hidden96-tied": (tiny_qwen3, dict(hidden=96, heads=8, kv_heads=1, head_dim=32,
+                                                  ffn=160, tied=True), "F32"),
+    "qwen3-mha-hidden160": (tiny_qwen3, dict(hidden=160, heads=5, kv_heads=5, head_dim=32,
+                                             ffn=224, layers=3), "F32"),
+    "qwen3-gqa4-F16": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=16), "F16"),
+    "qwen3-gqa4-BF16": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=16), "BF16"),
+    "qwen3-gqa4-Q8_0": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=16), "Q8_0"),
+    "qwen3-mqa8-tied-Q8_0": (tiny_qwen3, dict(hidden=96, heads=8, kv_heads=1, head_dim=32,
+                                              ffn=160, tied=True), "Q8_0"),
+    "llama-gqa3-tied": (tiny_llama, dict(hidden=96, heads=6, kv_heads=2, ffn=160), "F32"),
+    "llama-gqa4-untied-Q8_0": (tiny_llama, dict(hidden=64, heads=4, kv_heads=1, tied=False), "Q8_0"),
+    "llama-linear-rope-x4": (tiny_llama, dict(rope_scaling={"rope_type": "linear", "factor": 4.0}), "F32"),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def pair(request, tmp_path_factory):
+    "(HF model, tffedu Model) describing the same weights."
+    build, kw, wtype = CASES[request.param]
+    hf = build(seed=len(request.param), **kw)
+    path = write_gguf(hf, tmp_path_factory.mktemp("gguf") / f"{request.param}.gguf", wtype)
+    return hf, tffedu.model.load(path)
+
+
+def test_logits_match_hf(pair):
+    hf, ours = pair
+    got = ours.logits(PROMPT)
+    ref = hf_logits(hf, PROMPT)
+    assert got.shape == ref.shape == (len(PROMPT), hf.config.vocab_size)
+    assert got.dtype == np.float32
+    assert rel_err(got, ref) < TOL
+
+
+def test_greedy_continuation_matches_hf(pair):
+    import torch
+    hf, ours = pair
+    with torch.no_grad():
+        ref = hf.generate(torch.tensor([PROMPT[:5]]), max_new_tokens=12, do_sample=False,
+                          eos_token_id=sorted(ours.eos_ids))   # stop where we stop (llama.cpp's EOG set)
+    ref = ref[0, 5:].tolist()
+    assert ours.generate(PROMPT[:5], max_new_tokens=12).tokens == ref
+
+
+def test_decode_steps_equal_prefill(pair):
+    "Logits of token t from the KV-cache decode path equal row t of a full prefill."
+    hf, ours = pair
+    full = ours.logits(PROMPT)
+    first = ours.forward(PROMPT[:6], 0)[-1].copy()
+    steps = [ours.forward([t], 6 + i)[0].copy() for i, t in enumerate(PROMPT[6:])]
+    assert rel_err(np.stack([first] + steps), full[5:]) < 1e-5
+
+
+def test_logits_keep_no_state():
+    hf = tiny_qwen3(seed=3)
+    import tempfile, pathlib
+    with tempfile.TemporaryDirectory() as d:
+        m = tffedu.model.load(write_gguf(hf, pathlib.Path(d) / "m.gguf"))
+        a = m.logits(PROMPT[:4])
+        m.generate(PROMPT, max_new_tokens=5)      # fills the cache with another sequence
+        b = m.logits(PROMPT[:4])
+        np.testing.assert_array_equal(a, b)
+        assert rel_err(m.logits(PROMPT[:1]), hf_logits(hf, PROMPT[:1])) < TOL
+
+
+def test_context_overflow_and_bad_ids(tmp_path):
+    hf = tiny_qwen3(seed=4)
+    m = tffedu.model.load(write_gguf(hf, tmp_path / "m.gguf"), n_ctx=16)
+    with pytest.raises(ContextOverflowError, match="context of 16"):
+        m.generate(PROMPT, max_new_tokens=6)       # 11 + 6 > 16
+    assert len(m.generate(PROMPT, max_new_tokens=5).tokens) <= 5
+    with pytest.raises(ContextOverflowError):
+        m.logits(list(range(17)))
+    with pytest.raises(ModelError, match="outside the vocabulary"):
+        m.logits([1, hf.config.vocab_size])
+
+
+def test_missing_weight_is_named(tmp_path):
+    import gguf
+    hf = tiny_qwen3(seed=5, layers=1)
+    src = write_gguf(hf, tmp_path / "full.gguf")
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(tmp_path / "cut.gguf", "qwen3")
+    for k, f in r.fields.items():
+        if k.startswith("GGUF.") or k == "general.architecture":
+            continue
+        vt = f.types[0]
+        val = f.contents()
+        if vt == gguf.GGUFValueType.ARRAY:
+            w.add_array(k, val)
+        else:
+            w.add_key_value(k, val, vt)
+    for t in r.tensors:
+        if t.name != "blk.0.ffn_up.weight":
+            w.add_tensor(t.name, np.array(t.data), raw_shape=list(reversed(t.shape.tolist())),
+                         raw_dtype=t.tensor_type)
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with pytest.raises(ModelError, match="blk.0.ffn_up.weight"):
+        tffedu.model.load(tmp_path / "cut.gguf")
+
+
+@pytest.mark.parametrize("build", [tiny_qwen3, tiny_llama], ids=["qwen3", "llama"])
+def test_hf_folder_loads_too(build, tmp_path):
+    "A HF folder (config.json + model.safetensors) runs the same graphs; Llama Q/K get permuted."
+    hf = build(seed=8, hidden=64, heads=4, kv_heads=2)
+    hf.save_pretrained(tmp_path)
+    m = tffedu.model.load(tmp_path)
+    assert m.config.arch == hf.config.model_type
+    assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
