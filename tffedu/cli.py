@@ -7,7 +7,7 @@ import argparse
 import sys
 import time
 
-from .errors import TffeduError
+from .errors import ModelError, TffeduError
 
 __all__ = ["main"]
 
@@ -53,15 +53,24 @@ def _model_path(path):
 
 
 def _load(args):
-    from . import load
-    return load(_model_path(args.model), device=args.device)
+    from .engine import engine_of, load   # the engine adds Model.stream / generate_batch
+    model = load(_model_path(args.model), device=args.device)
+    engine_of(model, max_batch=1)         # one conversation: a KV cache for one sequence
+    return model
+
+
+def _needs_tokenizer(model, args):
+    if model.tokenizer is None:
+        raise ModelError(f"{args.model}: the model file has no tokenizer, so it cannot take text")
 
 
 def cmd_generate(args):
     model = _load(args)
-    out = model.generate(args.prompt, max_new_tokens=args.n, temperature=args.temp,
-                         top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    print(out.text)
+    _needs_tokenizer(model, args)
+    for piece in model.stream(args.prompt, max_new_tokens=args.n, temperature=args.temp,
+                              top_k=args.top_k, top_p=args.top_p, seed=args.seed):
+        print(piece, end="", flush=True)
+    print()
 
 
 def cmd_inspect(args):
@@ -71,9 +80,12 @@ def cmd_inspect(args):
 
 def cmd_chat(args):
     model = _load(args)
+    _needs_tokenizer(model, args)
     tok = model.tokenizer
+    hidden = {tok.decode([i]) for i in tok.eos_ids}        # end-of-turn markers are not shown
+    extra = {} if args.think is None else {"enable_thinking": args.think}   # Qwen3's switch
     messages = [{"role": "system", "content": args.system}] if args.system else []
-    print("tffedu chat — empty line or Ctrl-D to quit", file=sys.stderr)
+    print("tffedu chat: empty line or Ctrl-D ends the conversation", file=sys.stderr)
     while True:
         try:
             user = input("> ")
@@ -82,30 +94,29 @@ def cmd_chat(args):
         if not user.strip():
             break
         messages.append({"role": "user", "content": user})
-        prompt = tok.apply_chat_template(messages, add_generation_prompt=True)
-        ids = tok.encode(prompt, special=True)
-        out = model.generate(ids, max_new_tokens=args.n, temperature=args.temp, seed=args.seed)
-        text = tok.decode([t for t in out.tokens if t not in tok.eos_ids])
-        print(text.strip())
-        messages.append({"role": "assistant", "content": text})
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, **extra)
+        reply = []
+        for piece in model.stream(tok.encode(prompt, special=True), max_new_tokens=args.n,
+                                  temperature=args.temp, seed=args.seed):
+            if piece not in hidden:
+                reply.append(piece)
+                print(piece, end="", flush=True)
+        print()
+        messages.append({"role": "assistant", "content": "".join(reply).strip()})
 
 
 def cmd_bench(args):
     import numpy as np
     model = _load(args)
-    vocab = model.config.vocab_size
-    rng = np.random.default_rng(0)
-    prompt = rng.integers(100, min(vocab, 30000), size=args.p).tolist()
-    model.logits(prompt[:8])  # warm-up: weight caches, first allocations
+    prompt = np.random.default_rng(0).integers(0, model.config.vocab_size, size=args.p).tolist()
+    model.logits(prompt[:8])                      # warm-up: weight caches, first graphs
     t0 = time.perf_counter()
     model.logits(prompt)
-    t_pp = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = model.generate(prompt[:16], max_new_tokens=args.n, temperature=0.0, ignore_eos=True)
-    t_tg = time.perf_counter() - t0
+    pp = args.p / (time.perf_counter() - t0)
+    out = model.generate(prompt[:16], max_new_tokens=args.n, ignore_eos=True)
     print(f"model    {args.model or 'default (SmolLM2-135M-Instruct Q4_1)'} on {args.device}")
-    print(f"prefill  pp{args.p}: {args.p / t_pp:9.1f} tokens/s")
-    print(f"decode   tg{args.n}: {len(out.tokens) / t_tg:9.1f} tokens/s (incl. a 16-token prefill)")
+    print(f"prefill  pp{args.p}: {pp:9.1f} tokens/s")
+    print(f"decode   tg{args.n}: {out.decode_tokens_per_s:9.1f} tokens/s")
 
 
 def build_parser():
@@ -133,6 +144,8 @@ def build_parser():
     c.add_argument("-n", type=_positive_int, default=256, help="max new tokens per turn")
     c.add_argument("--temp", type=_nonneg_float, default=0.0)
     c.add_argument("--seed", type=int, default=None)
+    c.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
+                   help="Qwen3: turn thinking on or off (default: the template's)")
     c.set_defaults(fn=cmd_chat)
 
     i = sub.add_parser("inspect", help="metadata and tensor table of a model file")

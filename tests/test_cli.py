@@ -1,0 +1,74 @@
+"""The `tffedu` command: output on stdout, one-line errors on stderr, exit codes (API.md)."""
+import subprocess
+import sys
+
+import pytest
+
+import tffedu
+from hf_models import tiny_qwen3, write_gguf
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = write_gguf(tiny_qwen3(seed=21, std=0.08), tmp_path_factory.mktemp("cli") / "tiny.gguf")
+    return path
+
+
+def tffedu_cmd(*args, stdin=""):
+    return subprocess.run([sys.executable, "-m", "tffedu.cli", *map(str, args)], input=stdin,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_generate_prints_what_generate_returns(tiny):
+    r = tffedu_cmd("generate", "-m", tiny, "-p", "hello world", "-n", "8")
+    assert r.returncode == 0, r.stderr
+    ref = tffedu.load(tiny).generate("hello world", max_new_tokens=8)
+    assert r.stdout == ref.text + "\n"
+    r2 = tffedu_cmd("generate", "-m", tiny, "hello world", "-n", "8")   # positional prompt
+    assert r2.stdout == r.stdout
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (("generate", "-m", "no/such/model.gguf", "-p", "x"), 1, "no/such/model.gguf"),
+    (("generate", "-m", "{tiny}", "-n", "0"), 2, "-n"),
+    (("generate", "-m", "{tiny}", "--temp", "-1"), 2, "--temp"),
+    (("generate", "-m", "{tiny}", "--top-p", "1.5"), 2, "--top-p"),
+    (("generate", "-m", "{tiny}", "--device", "tpu"), 2, "--device"),
+    (("generate", "-m", "{tiny}", "-p", "x", "y"), 2, "once"),
+    (("inspect", "{bad}"), 1, "GGUF"),
+    (("generate", "-m", "{bad}", "-p", "x"), 1, "gguf"),
+])
+def test_bad_input_is_one_line_and_nonzero(tiny, tmp_path, args, code, words):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)    # a header with absurd counts
+    r = tffedu_cmd(*[a.format(tiny=tiny, bad=bad) for a in args])
+    assert r.returncode == code, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tffedu: error:"), r.stderr
+    assert words.lower() in lines[0].lower()
+    assert r.stdout == ""
+
+
+def test_inspect_lists_tensors(tiny):
+    r = tffedu_cmd("inspect", tiny)
+    assert r.returncode == 0, r.stderr
+    assert "token_embd.weight" in r.stdout and "qwen3" in r.stdout
+
+
+def test_chat_streams_replies_turn_by_turn(tiny):
+    r = tffedu_cmd("chat", "-m", tiny, "-n", "6", "--no-think", "--system", "be brief",
+                   stdin="hello\nand again\n\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("> ") == 3                  # two turns, then the empty line ends it
+    assert "<|im_end|>" not in r.stdout
+
+
+def test_bench_prints_rates(tiny):
+    r = tffedu_cmd("bench", "-m", tiny, "-p", "32", "-n", "8")
+    assert r.returncode == 0, r.stderr
+    assert "prefill  pp32" in r.stdout and "decode   tg8" in r.stdout
+
+
+def test_cuda_device_is_a_clear_error_without_the_gpu_runtime(tiny):
+    r = tffedu_cmd("generate", "-m", tiny, "-p", "x", "--device", "cuda")
+    assert r.returncode == 1 and "cuda" in r.stderr and len(r.stderr.strip().splitlines()) == 1
