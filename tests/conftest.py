@@ -17,7 +17,7 @@ import pytest  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
-SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_DATA = DATA  # the real vocabularies, copied from the team's shared data (see tests/data/README.md)
 
 
 @functools.cache

@@ -25,7 +25,7 @@ import torch
 import gguf
 from gguf import GGMLQuantizationType as QT
 
-SHARED_DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = pathlib.Path(__file__).resolve().parent / "data"  # the real vocabularies
 QWEN2_VOCAB = SHARED_DATA / "ggml-vocab-qwen2.gguf"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
@@ -72,42 +72,39 @@ def _init_(model: torch.nn.Module, seed: int, std: float) -> None:
                 p.copy_(std * torch.randn(p.shape, generator=g))
 
 
-def tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=False,
-               n_regular=500, ctx=256, theta=10000.0, eps=1e-6, seed=0, std=0.05, rope_scaling=None):
-    "A random Qwen3ForCausalLM in float32 (eval). head_dim defaults to hidden // heads."
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx, theta, eps,
+          seed, std, rope_scaling):
+    "A random HF causal LM of `arch` ('qwen3' or 'llama') in float32, eval mode."
+    import transformers
+    Config, Model = {"qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+                     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM)}[arch]
     vs = vocab_size(n_regular)
-    cfg = Qwen3Config(vocab_size=vs, hidden_size=hidden, intermediate_size=ffn,
-                      num_hidden_layers=layers, num_attention_heads=heads,
-                      num_key_value_heads=kv_heads, head_dim=head_dim or hidden // heads,
-                      max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
-                      rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
-                      bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3)
+    cfg = Config(vocab_size=vs, hidden_size=hidden, intermediate_size=ffn,
+                 num_hidden_layers=layers, num_attention_heads=heads,
+                 num_key_value_heads=kv_heads, head_dim=head_dim or hidden // heads,
+                 max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
+                 rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
+                 bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3)
     torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(cfg).float().eval()
+    model = Model(cfg).float().eval()
     _init_(model, seed, std)
     if tied:
         model.tie_weights()
     return model
+
+
+def tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=False,
+               n_regular=500, ctx=256, theta=10000.0, eps=1e-6, seed=0, std=0.05, rope_scaling=None):
+    "A random Qwen3ForCausalLM in float32 (eval). head_dim defaults to hidden // heads."
+    return _tiny("qwen3", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
+                 theta, eps, seed, std, rope_scaling)
 
 
 def tiny_llama(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=True,
                n_regular=500, ctx=256, theta=10000.0, eps=1e-5, seed=0, std=0.05, rope_scaling=None):
     "A random LlamaForCausalLM in float32 (eval), SmolLM2-like (tied by default)."
-    from transformers import LlamaConfig, LlamaForCausalLM
-    vs = vocab_size(n_regular)
-    cfg = LlamaConfig(vocab_size=vs, hidden_size=hidden, intermediate_size=ffn,
-                      num_hidden_layers=layers, num_attention_heads=heads,
-                      num_key_value_heads=kv_heads, head_dim=head_dim or hidden // heads,
-                      max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
-                      rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
-                      bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(cfg).float().eval()
-    _init_(model, seed, std)
-    if tied:
-        model.tie_weights()
-    return model
+    return _tiny("llama", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
+                 theta, eps, seed, std, rope_scaling)
 
 
 # --------------------------------------------------------------------------------------- writer
