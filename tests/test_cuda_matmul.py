@@ -134,20 +134,25 @@ def _bf16_bits(a):
     return bits, (bits.astype(np.uint32) << 16).view(np.float32)
 
 
+def _half_inputs(dtype, M, N, K, seed):
+    "Random x [M,K], w [N,K] as 16-bit device inputs (xs, ws) and their exact values (xr, wr)."
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((M, K), dtype=np.float32)
+    w = rng.standard_normal((N, K), dtype=np.float32)
+    if dtype == "F16":
+        xs, ws = x.astype(np.float16), w.astype(np.float16)
+        return xs, ws, xs, ws
+    (xs, xr), (ws, wr) = _bf16_bits(x), _bf16_bits(w)
+    return xs, ws, xr, wr
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["F16", "BF16"])
 @pytest.mark.parametrize("cfg", range(len(cm.MMA_CONFIGS)))
 @pytest.mark.parametrize("M,N,K", [(1, 8, 8), (37, 53, 72), (130, 257, 136), (255, 129, 1000), (300, 260, 64)])
 def test_hgemm_configs(dtype, cfg, M, N, K):
     ga = _ga()
-    rng = np.random.default_rng(M + N * 7 + K * 13 + cfg)
-    x = rng.standard_normal((M, K), dtype=np.float32)
-    w = rng.standard_normal((N, K), dtype=np.float32)
-    if dtype == "F16":
-        xs, ws = x.astype(np.float16), w.astype(np.float16)
-        xr, wr = xs, ws
-    else:
-        (xs, xr), (ws, wr) = _bf16_bits(x), _bf16_bits(w)
+    xs, ws, xr, wr = _half_inputs(dtype, M, N, K, seed=M + N * 7 + K * 13 + cfg)
     y = _nan(ga, (M, N))
     cm.hgemm(ga.to_gpu(xs), ga.to_gpu(ws), y, M, N, K, dtype, cm.MMA_CONFIGS[cfg])
     # same 16-bit inputs in float64: only the fp32 accumulation differs
@@ -163,14 +168,7 @@ def test_wgemm_configs(dtype, cfg, M, N, K):
     ga = _ga()
     if not cm.wgmma_available():
         pytest.skip("wgmma needs an sm_90 GPU")
-    rng = np.random.default_rng(M + N * 7 + K * 13 + cfg + 1)
-    x = rng.standard_normal((M, K), dtype=np.float32)
-    w = rng.standard_normal((N, K), dtype=np.float32)
-    if dtype == "F16":
-        xs, ws = x.astype(np.float16), w.astype(np.float16)
-        xr, wr = xs, ws
-    else:
-        (xs, xr), (ws, wr) = _bf16_bits(x), _bf16_bits(w)
+    xs, ws, xr, wr = _half_inputs(dtype, M, N, K, seed=M + N * 7 + K * 13 + cfg + 1)
     y = _nan(ga, (M, N))
     cm.wgemm(ga.to_gpu(xs), ga.to_gpu(ws), y, M, N, K, dtype, cm.WGMMA_CONFIGS[cfg])
     assert cm.relerr(y.get(), cm.matmul_ref(xr, wr)) < 1e-5

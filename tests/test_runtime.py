@@ -209,15 +209,20 @@ def test_cpu_arena_alignment():
             assert buf.nbytes == n and (n == 0 or buf.ctypes.data % a == 0)  # empty: no address
 
 
-def test_qwen3_layer_with_the_real_cpu_ops():
-    pytest.importorskip("tffedu.ops.cpu")
-    from tffedu.factory import OPS
-    T, D = 8, 64
-    g = qwen3_layer_graph(T, dim=D, n_head=4, n_head_kv=2, head_dim=16, n_ff=96, n_layer=2)
+def _layer_case(T, D, head_dim, n_ff):
+    "Two Qwen3 layers (4 q heads, 2 kv heads) with random weights and inputs: (graph, weights, feed)."
+    g = qwen3_layer_graph(T, dim=D, n_head=4, n_head_kv=2, head_dim=head_dim, n_ff=n_ff, n_layer=2)
     rng = np.random.default_rng(0)
     w = {n.name: (rng.standard_normal(n.shape) / np.sqrt(n.shape[-1])).astype(np.float32)
          for n in g.nodes if n.kind == "weight"}
     feed = {"x": rng.standard_normal((T, D)).astype(np.float32), "pos": np.arange(T, dtype=np.int32)}
+    return g, w, feed
+
+
+def test_qwen3_layer_with_the_real_cpu_ops():
+    pytest.importorskip("tffedu.ops.cpu")
+    from tffedu.factory import OPS
+    g, w, feed = _layer_case(T=8, D=64, head_dim=16, n_ff=96)
     ex = Executor(g, "cpu").bind(w)
     ex.arena[:] = 0xFF
     got = ex.run(feed)["blk.1.ffn_res"]
@@ -247,12 +252,7 @@ def test_cuda_arena_views():
 @pytest.mark.gpu
 def test_qwen3_layer_on_cuda_matches_the_cpu():
     from tffedu.tensor import Tensor
-    T, D = 16, 128
-    g = qwen3_layer_graph(T, dim=D, n_head=4, n_head_kv=2, head_dim=32, n_ff=256, n_layer=2)
-    rng = np.random.default_rng(0)
-    w = {n.name: (rng.standard_normal(n.shape) / np.sqrt(n.shape[-1])).astype(np.float32)
-         for n in g.nodes if n.kind == "weight"}
-    feed = {"x": rng.standard_normal((T, D)).astype(np.float32), "pos": np.arange(T, dtype=np.int32)}
+    g, w, feed = _layer_case(T=16, D=128, head_dim=32, n_ff=256)
     want = Executor(g, "cpu").bind(w).run(feed)["blk.1.ffn_res"]
     ex = Executor(g, "cuda")
     assert ex.plan.alignment == 256 and ex.arena.device == "cuda"
