@@ -6,10 +6,14 @@
 Each `NN_name.py` (jupytext percent format; `# %% tags=["gpu"]` marks GPU-only cells) becomes
 `notebooks/NN_name.ipynb`, executed in a fresh kernel with the notebooks/ folder as working
 directory. Cells tagged `gpu` run only when PyCUDA sees a GPU (elsewhere they stay unexecuted,
-which nbval then skips). Then `nbdev-export` rewrites tffedu/ from all notebooks.
-An existing .ipynb can be given instead of a .py: it is re-executed in place.
+which nbval then skips) — unless the notebook already on disk holds outputs of the same gpu cell
+(same source), from a run on the GPU machine: those are kept. Then `nbdev-export` rewrites tffedu/
+from all notebooks. An existing .ipynb can be given instead of a .py: it is re-executed in place.
+The kernel always draws with matplotlib's inline backend (whatever MPLBACKEND says), so every
+plot cell keeps its picture.
 """
 import argparse
+import os
 import pathlib
 import subprocess
 import sys
@@ -27,6 +31,15 @@ def gpu_available() -> bool:
     return probe()
 
 
+def gpu_outputs(path: pathlib.Path) -> dict:
+    "source -> (outputs, execution_count) of the executed gpu cells of a notebook on disk."
+    if not path.exists():
+        return {}
+    old = nbformat.read(path, as_version=4)
+    return {c.source: (c.outputs, c.execution_count) for c in old.cells
+            if c.cell_type == "code" and "gpu" in c.metadata.get("tags", []) and c.execution_count}
+
+
 def build(src: pathlib.Path, execute: bool, timeout: int) -> pathlib.Path:
     if src.suffix == ".py":
         import jupytext  # only needed for percent sources (the GPU machine lacks it)
@@ -35,6 +48,7 @@ def build(src: pathlib.Path, execute: bool, timeout: int) -> pathlib.Path:
     else:
         nb = nbformat.read(src, as_version=4)
         out = src
+    kept = gpu_outputs(out)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata.pop("jupytext", None)
     for cell in nb.cells:
@@ -51,6 +65,8 @@ def build(src: pathlib.Path, execute: bool, timeout: int) -> pathlib.Path:
                     if cell.cell_type != "code":
                         continue
                     if "gpu" in cell.metadata.get("tags", []) and not run_gpu:
+                        if cell.source in kept:  # the outputs of the last run on the GPU machine
+                            cell.outputs, cell.execution_count = kept[cell.source]
                         continue
                     try:
                         client.execute_cell(cell, i)
@@ -68,6 +84,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=600)
     ap.add_argument("--no-export", action="store_true", help="skip nbdev-export (e.g. on the GPU machine)")
     a = ap.parse_args()
+    # the kernel inherits this: pictures are PNG outputs of the cells even where MPLBACKEND=Agg
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     for src in a.sources:
         print("built", build(src.resolve(), not a.no_exec, a.timeout).relative_to(ROOT))
     if not a.no_export:
