@@ -1,0 +1,39 @@
+"""Chapter 03a (quantized blocks): reference solutions."""
+import numpy as np
+
+__all__ = ["dequantize_q8_0", "quantize_q8_0", "dequantize_q4_0"]
+
+
+def dequantize_q8_0(raw):
+    """Exercise 03a.1 (easy): Q8_0 blocks (34 bytes each: an f16 scale d, then 32 int8 q) to float32
+    weights, x = d * q. `raw` is a uint8 array (or bytes) of whole blocks; return a flat array."""
+    b = np.frombuffer(bytes(raw), np.uint8).reshape(-1, 34)
+    d = b[:, :2].copy().view(np.float16).astype(np.float32)
+    q = b[:, 2:].copy().view(np.int8).astype(np.float32)
+    return (d * q).reshape(-1)
+
+
+def quantize_q8_0(x):
+    """Exercise 03a.2 (medium): float32 weights (a multiple of 32) to Q8_0 bytes, as ggml does it:
+    per block d = max|x| / 127, q = round(x / d) (to nearest, halves away from zero; 0 where d = 0),
+    d stored as float16. Return a uint8 array of 34 bytes per block."""
+    x = np.asarray(x, np.float32).reshape(-1, 32)
+    d = np.abs(x).max(axis=1, keepdims=True) / 127
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d == 0, 0, x / d)
+    q = (np.sign(q) * np.floor(np.abs(q) + 0.5)).astype(np.int8)
+    out = np.empty((x.shape[0], 34), np.uint8)
+    out[:, :2] = d.astype(np.float16).view(np.uint8)
+    out[:, 2:] = q.view(np.uint8)
+    return out.reshape(-1)
+
+
+def dequantize_q4_0(raw):
+    """Exercise 03a.3 (medium): Q4_0 blocks (18 bytes: an f16 scale d, then 16 bytes of nibbles) to
+    float32: x = d * (nibble - 8). Byte j holds element j in its low nibble and element j + 16 in
+    its high nibble."""
+    b = np.frombuffer(bytes(raw), np.uint8).reshape(-1, 18)
+    d = b[:, :2].copy().view(np.float16).astype(np.float32)
+    qs = b[:, 2:]
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - 8
+    return (d * q).reshape(-1)
