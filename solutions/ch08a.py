@@ -1,0 +1,28 @@
+"""Chapter 08a (Llama): reference solutions."""
+import numpy as np
+
+__all__ = ["llama3_inv_freq", "permute_qk"]
+
+
+def llama3_inv_freq(head_dim, theta, factor, low_freq_factor, high_freq_factor, original_context):
+    """Exercise 08a.1 (medium): Llama 3's RoPE frequency scaling. Start from inv_freq_i =
+    theta^(-2i/head_dim); with wavelength w = 2π / inv_freq: keep frequencies whose w is shorter
+    than original_context / high_freq_factor, divide those with w longer than
+    original_context / low_freq_factor by `factor`, and blend in between with
+    s = (original_context / w - low_freq_factor) / (high_freq_factor - low_freq_factor):
+    (1 - s) * inv_freq / factor + s * inv_freq."""
+    inv = theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    w = 2 * np.pi / inv
+    lo, hi = original_context / low_freq_factor, original_context / high_freq_factor
+    s = (original_context / w - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    mid = (1 - s) * inv / factor + s * inv
+    return np.where(w < hi, inv, np.where(w > lo, inv / factor, mid))
+
+
+def permute_qk(w, n_head):
+    """Exercise 08a.2 (medium): llama.cpp's row permutation of a Q or K weight [n_head * head_dim,
+    hidden], so that RoPE on adjacent pairs (2i, 2i+1) of the permuted projection equals HF's
+    rotate-half RoPE on pairs (i, i + head_dim/2) of the original: within each head, row i of the
+    first half goes to row 2i, row i of the second half to row 2i + 1."""
+    rows = w.shape[0]
+    return w.reshape(n_head, 2, rows // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
