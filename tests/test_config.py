@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from transformers import LlamaConfig, Qwen3Config
 
-from tffedu.config import ModelConfig, config_from_gguf, config_from_hf, open_model
-from tffedu.errors import GGUFError, ModelError
+from tffedu.config import ModelConfig, config_from_gguf, config_from_hf
+from tffedu.modelfile import open_model
+from tffedu.errors import ConfigError, GGUFError, ModelError
 from tffedu.gguf import GGUFFile
 
 
@@ -33,8 +34,12 @@ def write_model_gguf(path, arch="qwen3", hidden=1024, n_head=16, n_head_kv=8, he
 
 
 def test_qwen3_06b_like(tmp_path):
-    with open_model(write_model_gguf(tmp_path / "q.gguf")) as m:
-        c = m.config
+    "The keys of Qwen3-0.6B (only two tensors: config_from_gguf reads keys, not weights)."
+    path = write_model_gguf(tmp_path / "q.gguf")
+    with GGUFFile(path) as f:
+        c = config_from_gguf(f.metadata, f.tensors)
+    with pytest.raises(ConfigError, match="28 blocks .* tensors for 1 of them"):
+        open_model(path)     # as a model the file is incomplete: open_model checks the tensors
     assert (c.arch, c.hidden_size, c.n_head, c.head_dim) == ("qwen3", 1024, 16, 128)
     assert c.head_dim != c.hidden_size // c.n_head and c.q_size == 2048 and c.kv_size == 1024
     assert c.rope_base == 1e6 and c.rope_type == "neox" and c.rope_dim == 128

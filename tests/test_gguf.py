@@ -258,7 +258,7 @@ def test_missing_file(tmp_path):
 
 def test_inspect_report_matches_gguf_py():
     "The `tffedu inspect` text names every key and tensor, with gguf-py's types, shapes and sizes."
-    from tffedu.gguf import inspect_model
+    from tffedu.modelfile import inspect_model
     path, ref = smollm2_reader()
     text = inspect_model(path)
     lines = text.splitlines()

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from gguf import GGUFValueType as V
 
 from tffedu.errors import GGUFError
-from tffedu.gguf import GGUFFile, inspect_model
+from tffedu.gguf import GGUFFile
+from tffedu.modelfile import inspect_model
 from tffedu.quant import DEQUANTIZE
 from gguf_util import random_blocks, write_gguf
 

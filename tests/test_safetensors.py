@@ -11,7 +11,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
-from tffedu.config import detect_format, open_model
+from tffedu.modelfile import detect_format, open_model
 from tffedu.errors import GGUFError, ModelError
 from tffedu.safetensors import HFModel, SafetensorsFile, inspect_hf
 

@@ -74,7 +74,7 @@ def cmd_generate(args):
 
 
 def cmd_inspect(args):
-    from .gguf import inspect_model
+    from .modelfile import inspect_model
     print(inspect_model(args.model))
 
 

@@ -5,8 +5,9 @@ catch one base class, or a narrow one, and the message always says what was wron
 """
 
 __all__ = ["TffeduError", "RegistryError", "DeviceError", "AllocationError", "ShapeError",
-           "GGUFError", "ModelError", "TokenizerError", "GraphError", "PlannerError",
-           "KVCacheError", "SamplingError", "ContextOverflowError"]
+           "GGUFError", "SafetensorsError", "ConfigError", "ModelError", "TokenizerError",
+           "NoTokenizerError", "ModelCacheError", "GraphError", "PlannerError", "KVCacheError",
+           "SamplingError", "ContextOverflowError"]
 
 
 class TffeduError(Exception):
@@ -33,15 +34,36 @@ class ShapeError(TffeduError, ValueError):
 
 
 class GGUFError(TffeduError, ValueError):
-    "A malformed or unsupported model file; the message names the key or byte offset."
+    """A malformed or unsupported model file; the message names the key or byte offset.
+
+    API.md promises this class for every malformed model file, whatever its format, so the
+    classes named for other formats and layers of a model file below derive from it."""
+
+
+class SafetensorsError(GGUFError):
+    "A malformed safetensors file or Hugging Face folder (header, shard index, file layout)."
 
 
 class ModelError(TffeduError, ValueError):
     "A model config or weight set that tffedu cannot run (unknown arch, missing tensor, ...)."
 
 
+class ConfigError(GGUFError, ModelError):
+    """A model file whose config is wrong: a metadata key or config.json field of the wrong type or
+    out of range, or tensors whose shapes contradict it. Both a GGUFError (a malformed model file)
+    and a ModelError (a config tffedu cannot run)."""
+
+
 class TokenizerError(TffeduError, ValueError):
     "A vocabulary, pre-tokenizer or chat template that tffedu cannot use."
+
+
+class NoTokenizerError(TokenizerError):
+    "The model file has no tokenizer at all (a weights-only file): not an error in the file."
+
+
+class ModelCacheError(TffeduError, OSError):
+    "The default-model cache cannot be filled or repaired; the message names the file to delete."
 
 
 class GraphError(TffeduError, ValueError):
