@@ -7,7 +7,7 @@ catch one base class, or a narrow one, and the message always says what was wron
 __all__ = ["TffeduError", "RegistryError", "DeviceError", "AllocationError", "ShapeError",
            "GGUFError", "SafetensorsError", "ConfigError", "ModelError", "TokenizerError",
            "NoTokenizerError", "ModelCacheError", "GraphError", "PlannerError", "KVCacheError",
-           "SamplingError", "ContextOverflowError"]
+           "SamplingError", "ContextOverflowError", "EngineError"]
 
 
 class TffeduError(Exception):
@@ -84,3 +84,7 @@ class SamplingError(TffeduError, ValueError):
 
 class ContextOverflowError(TffeduError, ValueError):
     "The prompt plus the new tokens do not fit in the model's context."
+
+
+class EngineError(TffeduError, ValueError):
+    "Engine options that cannot work (batch size, token budget, page size, number of pages)."
