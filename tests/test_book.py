@@ -160,3 +160,18 @@ def test_toc_holds_every_notebook_in_reading_order():
     listed = [f for f in toc_files() if f.startswith("notebooks/")]
     assert listed == [f"notebooks/{s}" for s in NB], (
         "book/_toc.yml must list every notebook once, in the order of their names")
+
+
+def test_toc_is_written_by_booktoc():
+    "A new notebook appears in the book by running tools/booktoc.py; this says when it was not."
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "booktoc.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_bibliography_names_the_sources():
+    bib = (ROOT / "book" / "references.bib").read_text()
+    for needle in ("FlashAttention", "PagedAttention", "GGUF", "TFFInfer", "github.com/NKKdev/TFFinfer"):
+        assert needle in bib, needle
