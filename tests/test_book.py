@@ -22,9 +22,9 @@ NB = {p.stem: p for p in notebooks()}
 
 # notebook -> {test: what is wrong}, for notebooks under rewrite by their owners
 KNOWN = {
-    "03_gguf": {"reading_order": "imports tffedu.quant (03a) and, lazily, config/safetensors "
-                                 "(03b/03c): the import cycle that issue 10 removes"},
-    "03b_config": {"reading_order": "imports tffedu.safetensors (03c) lazily: issue 10's cycle"},
+    "03_gguf": {"reading_order": "imports tffedu.quant (03a) for its type table and dequantize "
+                                 "(issue 10: one dtype table, chapter 02's)"},
+    "03b_config": {"reading_order": "imports tffedu.modelfile (03d) lazily (open_model)"},
     "06_planner": {"sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
     "06a_runtime": {"reading_order": "runs chapter 07's CPU ops (OPS backend 'cpu')",
                     "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
