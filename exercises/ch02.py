@@ -3,7 +3,7 @@
 Write each function, then check it: pytest tests/exercises -k ch02
 (the reference answers are in solutions/ch02.py: look once you have tried)
 """
-__all__ = ['align_up_pow2', 'tensor_nbytes']
+__all__ = ['align_up_pow2', 'shutdown']
 
 
 def align_up_pow2(n, align):
@@ -13,8 +13,9 @@ def align_up_pow2(n, align):
     raise NotImplementedError("ch02: align_up_pow2 is yours to write")
 
 
-def tensor_nbytes(shape, type_name):
-    """Exercise 02.2 (medium): bytes of a tensor of `shape` (numpy order, last axis = rows) stored
-    as ggml type `type_name` ('F32', 'Q8_0', 'Q4_K', ...; see BLOCKS). Quantized rows are cut
-    into blocks; a ValueError when the last axis is not a whole number of blocks."""
-    raise NotImplementedError("ch02: tensor_nbytes is yours to write")
+def shutdown(hooks):
+    """Exercise 02.2 (medium): what a process does at exit with its exit hooks (tffedu.device runs
+    the ones registered with `on_cuda_exit` before it lets the CUDA context go): call every hook of
+    the list, last registered first; a hook that raises must not stop the others. Return the
+    exceptions raised, in the order they happened."""
+    raise NotImplementedError("ch02: shutdown is yours to write")

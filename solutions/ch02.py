@@ -1,9 +1,5 @@
 """Chapter 02 (devices, memory and tensors, part 1: devices): reference solutions."""
-__all__ = ["align_up_pow2", "tensor_nbytes"]
-
-# ggml type -> (elements per block, bytes per block), from ggml's block structs (chapter 02b's table)
-BLOCKS = {"F32": (1, 4), "F16": (1, 2), "BF16": (1, 2), "Q8_0": (32, 34), "Q4_0": (32, 18),
-          "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24), "Q4_K": (256, 144), "Q6_K": (256, 210)}
+__all__ = ["align_up_pow2", "shutdown"]
 
 
 def align_up_pow2(n, align):
@@ -15,14 +11,15 @@ def align_up_pow2(n, align):
     return (n + align - 1) & ~(align - 1)
 
 
-def tensor_nbytes(shape, type_name):
-    """Exercise 02.2 (medium): bytes of a tensor of `shape` (numpy order, last axis = rows) stored
-    as ggml type `type_name` ('F32', 'Q8_0', 'Q4_K', ...; see BLOCKS). Quantized rows are cut
-    into blocks; a ValueError when the last axis is not a whole number of blocks."""
-    block, size = BLOCKS[type_name]
-    n = 1
-    for s in shape:
-        n *= s
-    if shape and shape[-1] % block:
-        raise ValueError(f"a row of {shape[-1]} is not whole {type_name} blocks of {block}")
-    return n // block * size
+def shutdown(hooks):
+    """Exercise 02.2 (medium): what a process does at exit with its exit hooks (tffedu.device runs
+    the ones registered with `on_cuda_exit` before it lets the CUDA context go): call every hook of
+    the list, last registered first; a hook that raises must not stop the others. Return the
+    exceptions raised, in the order they happened."""
+    errors = []
+    for fn in reversed(hooks):
+        try:
+            fn()
+        except Exception as e:
+            errors.append(e)
+    return errors

@@ -21,6 +21,14 @@ def stub_source(ch: str) -> str:
     out += [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     out += [ast.unparse(n) for n in tree.body
             if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__"]
+    # constants the exercises use (UPPER_CASE names), with the comment line above each
+    src = (ROOT / "solutions" / f"{ch}.py").read_text().splitlines()
+    for n in tree.body:
+        name = getattr(n.targets[0], "id", "") if isinstance(n, ast.Assign) else ""
+        if name.isupper() and name != "__ALL__":
+            comment = src[n.lineno - 2] if n.lineno >= 2 and src[n.lineno - 2].startswith("#") else ""
+            block = "\n".join(src[n.lineno - 1:n.end_lineno])
+            out.append("\n" + (comment + "\n" if comment else "") + block)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
             ret = f" -> {ast.unparse(node.returns)}" if node.returns else ""

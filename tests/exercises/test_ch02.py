@@ -1,11 +1,13 @@
-"""Chapter 02 exercises: aligning with bit operations (reference: integer arithmetic) and tensor
-sizes (reference: gguf-py's GGML_QUANT_SIZES, llama.cpp's own table)."""
+"""Chapter 02 exercises: aligning with bit operations (reference: integer arithmetic) and exit hooks
+(reference: CPython's atexit, in a child process)."""
+import contextlib
+import io
 import math
+import re
+import subprocess
+import sys
 
-import gguf
 import pytest
-
-from solutions.ch02 import BLOCKS
 
 
 def test_ch02_1_align_up_pow2(impl):
@@ -17,16 +19,49 @@ def test_ch02_1_align_up_pow2(impl):
             impl.align_up_pow2(10, bad)
 
 
-def test_ch02_2_tensor_nbytes(impl):
-    for name in ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K"]:
-        block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[name]]
-        for shape in [(4096, 4096), (151936, 1024), (3, 512), (2, 8, 256)]:
-            assert impl.tensor_nbytes(shape, name) == math.prod(shape) // block * size, (name, shape)
-        if block > 1:
-            with pytest.raises(ValueError):
-                impl.tensor_nbytes((4, block + 1), name)
+def test_ch02_2_shutdown(impl):
+    "The reference is CPython's own atexit, run in a child process: the same order, the same errors."
+    hooks_src = """
+import sys
+log = []
+def mk(i, fail):
+    def hook():
+        print("hook", i, flush=True)
+        if fail:
+            raise RuntimeError(f"hook {i} failed")
+    return hook
+hooks = [mk(i, i in (1, 3)) for i in range(5)]
+"""
+    child = subprocess.run([sys.executable, "-c", hooks_src + "import atexit\nfor h in hooks: atexit.register(h)\n"],
+                           capture_output=True, text=True, timeout=60)
+    ref_order = [ln for ln in child.stdout.splitlines() if ln.startswith("hook")]
+    ref_errors = re.findall(r"RuntimeError: (hook \d failed)", child.stderr)
+    ns = {}
+    exec(hooks_src, ns)
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        errors = impl.shutdown(ns["hooks"])
+    assert buf.getvalue().splitlines() == ref_order
+    assert [str(e) for e in errors] == ref_errors
+    assert impl.shutdown([]) == []
+
+
+def _forward(hooks):
+    errors = []
+    for fn in hooks:
+        try:
+            fn()
+        except Exception as e:
+            errors.append(e)
+    return errors
+
+
+def _stops(hooks):
+    for fn in reversed(hooks):
+        fn()
+    return []
 
 
 WRONG = {"test_ch02_1_align_up_pow2": {"always-adds": {"align_up_pow2": lambda n, a: n + a - n % a}},
-         "test_ch02_2_tensor_nbytes": {"ignores-blocks": {
-             "tensor_nbytes": lambda shape, t: math.prod(shape) * BLOCKS[t][1]}}}
+         "test_ch02_2_shutdown": {"first-registered-first": {"shutdown": _forward},
+                                  "stops-at-an-error": {"shutdown": _stops}}}

@@ -1,8 +1,13 @@
-"""Chapter 02b exercises: strides (reference: numpy, which computes them in bytes)."""
+"""Chapter 02b exercises: strides (reference: numpy, which computes them in bytes) and tensor sizes
+(reference: gguf-py's GGML_QUANT_SIZES, llama.cpp's own table)."""
 import itertools
+import math
 
+import gguf
 import numpy as np
 import pytest
+
+from solutions.ch02b import BLOCKS
 
 SHAPES = [(5,), (2, 3), (2, 3, 4), (4, 1, 6), (1, 7), (3, 2, 2, 5)]
 
@@ -13,7 +18,17 @@ def test_ch02b_1_contiguous_strides(impl):
         assert tuple(impl.contiguous_strides(shape)) == tuple(s // 4 for s in a.strides), shape
 
 
-def test_ch02b_2_broadcast_strides(impl):
+def test_ch02b_2_tensor_nbytes(impl):
+    for name in ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q6_K"]:
+        block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[name]]
+        for shape in [(4096, 4096), (151936, 1024), (3, 512), (2, 8, 256)]:
+            assert impl.tensor_nbytes(shape, name) == math.prod(shape) // block * size, (name, shape)
+        if block > 1:
+            with pytest.raises(ValueError):
+                impl.tensor_nbytes((4, block + 1), name)
+
+
+def test_ch02b_3_broadcast_strides(impl):
     cases = [((3,), (4, 3)), ((4, 1), (4, 5)), ((1, 3), (2, 4, 3)), ((2, 1, 3), (2, 6, 3)), ((1,), (7,))]
     for shape, target in cases:
         a = np.empty(shape, np.float32)
@@ -24,7 +39,7 @@ def test_ch02b_2_broadcast_strides(impl):
         impl.broadcast_strides((3,), (1,), (4,))
 
 
-def test_ch02b_3_view_strides(impl):
+def test_ch02b_4_view_strides(impl):
     base = np.arange(2 * 3 * 4 * 2, dtype=np.float32).reshape(2, 3, 4, 2)
     checked = 0
     for perm in itertools.permutations(range(4)):
@@ -50,7 +65,9 @@ def _no_zero(shape, strides, target):
 
 WRONG = {"test_ch02b_1_contiguous_strides": {"fortran-order": {
              "contiguous_strides": lambda shape: tuple(int(np.prod(shape[:i])) for i in range(len(shape)))}},
-         "test_ch02b_2_broadcast_strides": {"keeps-size-1-strides": {"broadcast_strides": _no_zero}},
-         "test_ch02b_3_view_strides": {"always-contiguous": {
+         "test_ch02b_2_tensor_nbytes": {"ignores-blocks": {
+             "tensor_nbytes": lambda shape, t: math.prod(shape) * BLOCKS[t][1]}},
+         "test_ch02b_3_broadcast_strides": {"keeps-size-1-strides": {"broadcast_strides": _no_zero}},
+         "test_ch02b_4_view_strides": {"always-contiguous": {
              "view_strides": lambda shape, strides, new: tuple(
                  int(np.prod(new[i + 1:])) for i in range(len(new)))}}}
