@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['BACKEND_MODULES', 'OPS', 'Policy', 'ModuleFactory', 'OpRegistry']
 
-# %% ../notebooks/01_factory.ipynb #f125cba2
+# %% ../notebooks/01_factory.ipynb #e53d2056
 """Factories and registries (chapter 01): ModuleFactory (PROTOTYPE/SINGLETON) and OpRegistry."""
 import difflib
 import enum
@@ -15,7 +15,7 @@ from typing import Any, Callable, Hashable
 
 from .errors import RegistryError
 
-# %% ../notebooks/01_factory.ipynb #b6911f45
+# %% ../notebooks/01_factory.ipynb #de989054
 class Policy(enum.Enum):
     "How a ModuleFactory hands out objects."
     PROTOTYPE = "prototype"  # a new object for every create()
@@ -38,7 +38,7 @@ def _unknown(kind: str, key: Hashable, known) -> RegistryError:
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return RegistryError(f"unknown {kind} {key!r}{hint} (registered: {', '.join(names) or 'none'})")
 
-# %% ../notebooks/01_factory.ipynb #548c85a5
+# %% ../notebooks/01_factory.ipynb #d3b7fc48
 @dataclass
 class _Creator:
     fn: Callable[..., Any]
@@ -124,7 +124,7 @@ class ModuleFactory:
     def __repr__(self):
         return f"ModuleFactory({self.name!r}, keys={self.keys()})"
 
-# %% ../notebooks/01_factory.ipynb #f7689934
+# %% ../notebooks/01_factory.ipynb #26ab7a1a
 # Modules that register ops for each backend, imported on first use of that backend.
 BACKEND_MODULES: dict[str, tuple[str, ...]] = {
     "cpu": ("tffedu.ops.cpu", "tffedu.kvcache"),

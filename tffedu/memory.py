@@ -6,7 +6,7 @@ __all__ = ['ALIGN', 'ALLOCATORS', 'align_up', 'Allocator', 'CPUAllocator', 'CUDA
            'format_memory_summary', 'LeakTracker', 'BumpArena', 'FreeListPool', 'FixedSlotPool', 'PoolAllocator',
            'PinnedAllocator']
 
-# %% ../notebooks/02a_memory.ipynb #82f01905
+# %% ../notebooks/02a_memory.ipynb #8c753531
 """Memory (chapter 02): allocators per device, MemoryBlock (RAII ownership), leak tracker, pools."""
 import atexit
 import bisect
@@ -68,7 +68,7 @@ class CPUAllocator(Allocator):
     def host_view(self, raw, nbytes: int) -> np.ndarray:
         return raw[:nbytes]
 
-# %% ../notebooks/02a_memory.ipynb #e49c471a
+# %% ../notebooks/02a_memory.ipynb #c2016303
 class CUDAAllocator(Allocator):
     "Device memory through PyCUDA (cuMemAlloc), made in the primary context on first use."
     device = "cuda"
@@ -97,7 +97,7 @@ class CUDAAllocator(Allocator):
         cuda_context()
         return cuda_driver().mem_get_info()
 
-# %% ../notebooks/02a_memory.ipynb #972da58b
+# %% ../notebooks/02a_memory.ipynb #9978c8dd
 ALLOCATORS = ModuleFactory("allocator")
 ALLOCATORS.register("cpu", CPUAllocator, policy=Policy.SINGLETON)
 ALLOCATORS.register("cuda", CUDAAllocator, policy=Policy.SINGLETON)
@@ -107,7 +107,7 @@ def get_allocator(device="cpu") -> Allocator:
     "The allocator of a device ('cpu' or 'cuda'); DeviceError for unknown devices."
     return ALLOCATORS.create(normalize_device(device))
 
-# %% ../notebooks/02a_memory.ipynb #1fc874e9
+# %% ../notebooks/02a_memory.ipynb #5584fac7
 @dataclass
 class BlockInfo:
     "What the leak tracker knows of one live allocation."
@@ -146,12 +146,20 @@ def _internal(f) -> bool:
     return c in _INTERNAL_CODES or (c.co_filename.endswith(_INTERNAL) and "tffedu" in c.co_filename)
 
 
+def _where(filename: str) -> str:
+    "A notebook cell's file as IPython names it in tracebacks ('cell In[12]'), any other file as is."
+    ip = sys.modules.get("IPython")
+    shell = ip.get_ipython() if ip is not None else None
+    number = getattr(getattr(shell, "compile", None), "_filename_map", {}).get(filename)
+    return f"cell In[{number}]" if number is not None else filename
+
+
 def _caller() -> tuple[str, str]:
     "Where the allocation came from: the first frame outside this package's memory/tensor code."
     f = sys._getframe(2)
     while f is not None and _internal(f):
         f = f.f_back
-    where = f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}" if f else "?"
+    where = f"{_where(f.f_code.co_filename)}:{f.f_lineno} in {f.f_code.co_name}" if f else "?"
     stack = "".join(traceback.format_stack(f, limit=8)) if (f and _TRACK["stacks"]) else ""
     return where, stack
 
@@ -162,7 +170,7 @@ def _release(allocator, raw, block_id):
     with _live_lock:
         _LIVE.pop(block_id, None)
 
-# %% ../notebooks/02a_memory.ipynb #9d124bbd
+# %% ../notebooks/02a_memory.ipynb #29eae3ea
 class MemoryBlock:
     """`nbytes` of one device, owned through its allocator and given back when the last reference
     to the block goes. Tensors hold blocks; views of a tensor share its block."""
@@ -221,7 +229,7 @@ class _HostRef:
         self.block = block
         self.__array_interface__ = block.host.__array_interface__
 
-# %% ../notebooks/02a_memory.ipynb #1bc85288
+# %% ../notebooks/02a_memory.ipynb #fb4313f8
 def live_blocks(device: str | None = None) -> list[BlockInfo]:
     "Every allocation not yet freed (optionally of one device), oldest first."
     with _live_lock:
@@ -290,9 +298,9 @@ def _free_cuda_blocks():
         if block.device == "cuda":
             block._finalizer()   # cuMemFree now; the finalizer runs at most once
 
-# %% ../notebooks/02a_memory.ipynb #2e04ccd3
+# %% ../notebooks/02a_memory.ipynb #fd92765a
 class BumpArena:
-    """A pointer that only moves up (the seed's SimpleMemoryPool). free() of the top block moves it
+    """A pointer that only moves up (the article's SimpleMemoryPool). free() of the top block moves it
     back down — over every block below it that is already free — so LIFO use wastes nothing."""
 
     def __init__(self, capacity: int, align: int = ALIGN):
@@ -334,7 +342,7 @@ class BumpArena:
     def __repr__(self):
         return f"BumpArena(top={self.top}, live={self.n_live} blocks/{self.used} bytes, capacity={self.capacity})"
 
-# %% ../notebooks/02a_memory.ipynb #dae4a329
+# %% ../notebooks/02a_memory.ipynb #f14fb9c8
 class FreeListPool:
     "Offsets in [0, capacity) from a sorted list of free holes; fit='best' or 'first'; coalescing free."
 
@@ -400,7 +408,7 @@ class FreeListPool:
         return (f"FreeListPool({self.fit}-fit, live={self.n_live} blocks/{self.used} bytes, "
                 f"holes={len(self.holes)}, capacity={self.capacity})")
 
-# %% ../notebooks/02a_memory.ipynb #8937ca91
+# %% ../notebooks/02a_memory.ipynb #db61a5a3
 class FixedSlotPool:
     "`capacity` slots of `slot_bytes` each: alloc() -> slot index, free(slot); O(1) both ways."
 
@@ -457,7 +465,7 @@ class FixedSlotPool:
     def __repr__(self):
         return f"FixedSlotPool({self.n_used}/{self.capacity} slots used, {self.slot_bytes} bytes each)"
 
-# %% ../notebooks/02a_memory.ipynb #6f621548
+# %% ../notebooks/02a_memory.ipynb #73bb2f41
 class PoolAllocator(Allocator):
     "An Allocator over one big block of `device` memory, carved by a BumpArena or FreeListPool."
 
@@ -481,7 +489,7 @@ class PoolAllocator(Allocator):
     def __repr__(self):
         return f"PoolAllocator({self.device!r}, {self.pool!r})"
 
-# %% ../notebooks/02a_memory.ipynb #f292fe89
+# %% ../notebooks/02a_memory.ipynb #1166e2de
 class PinnedAllocator(CPUAllocator):
     "Page-locked host memory (cuMemHostAlloc through PyCUDA): fast, asynchronous host<->GPU copies."
     device = "cpu"
