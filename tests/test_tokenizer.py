@@ -215,27 +215,50 @@ WORDY = st.text(st.sampled_from(list("ab 1\n\t'sS.,!é你好👍\u200d")), max_s
 @given(s=st.one_of(TEXT, WORDY))
 def test_random_text_round_trips_and_matches_hf(pair, name, s):
     ours, hf, _ = pair(name)
-    ids = ours.encode(s, special=False, add_bos=False)
+    ids = ours.encode(s, special=False, add_bos=False, missing="drop")   # HF drops missing bytes
     assert ids == hf.encode(s, add_special_tokens=False).ids
     assert ours.decode(ids) == hf.decode(ids, skip_special_tokens=False)
     if all(c in ours.token_to_id for c in to_byte_chars(s)):  # see test_missing_byte_symbols
+        assert ours.encode(s, special=False, add_bos=False) == ids
         assert ours.decode(ids) == s
         assert ours.decode_bytes(ids) == s.encode("utf-8")
+    else:   # the default refuses, naming the first character it cannot spell
+        with pytest.raises(TokenizerError, match="cannot encode .* at index"):
+            ours.encode(s, special=False)
 
 
-def test_missing_byte_symbols_are_dropped_like_hf(pair):
+def test_missing_byte_symbols(pair):
     """SmolLM2's vocabulary lacks 21 of the 256 byte symbols (bytes like 0xF1 that its training text
-    never contained), so such a byte cannot be encoded: HF and llama.cpp drop it, and so do we."""
+    never contained), so such a byte cannot be encoded. HF and llama.cpp drop it silently; tffedu
+    raises by default, and on request puts the unknown token there or drops it like HF."""
     ours, hf, _ = pair("smollm")
     missing = [c for c in bytes_to_unicode().values() if hf.token_to_id(c) is None]
-    assert missing and all(c not in ours.token_to_id for c in missing)
+    assert len(missing) == 21 and set(missing) == set(ours._missing)
     s = "a\U00040000b"  # UTF-8 f1 80 80 80: 0xF1 is one of them
-    ids = ours.encode(s)
-    assert ids == hf.encode(s, add_special_tokens=False).ids
-    assert ours.decode_bytes(ids) == b"a\x80\x80\x80b"
+    with pytest.raises(TokenizerError, match=r"'\\U00040000' \(U\+40000\) at index 1: .* byte 0xF1;"):
+        ours.encode(s)
+    dropped = ours.encode(s, missing="drop")
+    assert dropped == hf.encode(s, add_special_tokens=False).ids
+    assert ours.decode_bytes(dropped) == b"a\x80\x80\x80b"
+    unk = ours.encode(s, missing="unk")
+    assert ours.unk_id == hf.unk_token_id if hasattr(hf, "unk_token_id") else True
+    assert unk == dropped[:1] + [ours.unk_id] + dropped[1:]
+    with pytest.raises(TokenizerError, match="missing must be one of"):
+        ours.encode(s, missing="ignore")
+    no_unk = Tokenizer([c for c in bytes_to_unicode().values() if c != "a"], None, [], pre="gpt2")
+    with pytest.raises(TokenizerError, match="no unknown token"):
+        no_unk.encode("a", missing="unk")
     # the complete vocabularies round-trip it
     qwen, _, _ = pair("qwen2")
     assert qwen.decode(qwen.encode(s)) == s
+
+
+def test_lone_surrogate_is_a_clear_error(pair):
+    ours, _, _ = pair("qwen2")
+    with pytest.raises(TokenizerError, match=r"lone surrogate, U\+D800\) at index 2"):
+        ours.encode("ab\ud800c")
+    with pytest.raises(UnicodeEncodeError):    # what Python itself says about such a string
+        "ab\ud800c".encode("utf-8")
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
