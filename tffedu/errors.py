@@ -62,7 +62,7 @@ class NoTokenizerError(TokenizerError):
     "The model file has no tokenizer at all (a weights-only file): not an error in the file."
 
 
-class ModelCacheError(TffeduError, OSError):
+class ModelCacheError(TffeduError, RuntimeError):
     "The default-model cache cannot be filled or repaired; the message names the file to delete."
 
 
