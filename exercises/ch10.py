@@ -1,0 +1,21 @@
+"""Chapter 10 (PyCUDA and the small kernels): your answers, numpy models of what a kernel
+does, so they run without a GPU.
+
+Write each function, then check it: pytest tests/exercises -k ch10
+(the reference answers are in solutions/ch10.py: look once you have tried)
+"""
+import numpy as np
+__all__ = ['launch_config', 'warp_reduce_sum']
+
+
+def launch_config(n, block=256, max_grid=2 ** 31 - 1):
+    """Exercise 10.1 (easy): (grid, block) for an elementwise kernel over n elements, one thread per
+    element: the fewest blocks that cover n. A ValueError when n needs more than max_grid blocks."""
+    raise NotImplementedError("ch10: launch_config is yours to write")
+
+
+def warp_reduce_sum(lanes):
+    """Exercise 10.2 (medium): what `__shfl_down_sync` does in a warp sum, on 32 float32 lane values:
+    for offset 16, 8, 4, 2, 1 every lane i adds the value of lane i + offset (lanes past 31 add
+    nothing); return lane 0's value, as float32."""
+    raise NotImplementedError("ch10: warp_reduce_sum is yours to write")

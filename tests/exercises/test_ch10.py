@@ -1,0 +1,32 @@
+"""Chapter 10 exercises: launch configuration (reference: math.ceil) and a warp's shuffle
+reduction (reference: the same tree as halving reshapes, bit for bit, and math.fsum)."""
+import math
+
+import numpy as np
+import pytest
+
+
+def test_ch10_1_launch_config(impl):
+    for n in (1, 255, 256, 257, 10**6, 2**31):
+        for block in (32, 128, 256, 1024):
+            grid, b = impl.launch_config(n, block)
+            assert b == block and grid == math.ceil(n / block), (n, block)
+    with pytest.raises(ValueError):
+        impl.launch_config(2**40, 32, max_grid=2**31 - 1)
+
+
+def test_ch10_2_warp_reduce_sum(impl):
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        x = (rng.standard_normal(32) * 10.0 ** rng.integers(-3, 6, 32)).astype(np.float32)
+        v = x.copy()
+        for half in (16, 8, 4, 2, 1):               # lane i += lane i + half, for the lanes that matter
+            v = (v[:half] + v[half:2 * half]).astype(np.float32)
+        got = impl.warp_reduce_sum(x)
+        assert np.float32(got).tobytes() == v[0].tobytes()
+        assert abs(float(got) - math.fsum(map(float, x))) <= 32 * np.finfo(np.float32).eps * np.abs(x).sum()
+
+
+WRONG = {"test_ch10_1_launch_config": {"floor": {"launch_config": lambda n, block=256, max_grid=2**31 - 1: (n // block, block)}},
+         "test_ch10_2_warp_reduce_sum": {"sequential": {"warp_reduce_sum": lambda lanes: np.float32(
+             np.cumsum(np.asarray(lanes, np.float32), dtype=np.float32)[-1])}}}
