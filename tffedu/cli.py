@@ -4,6 +4,8 @@ Every failure the user can cause (missing or malformed file, bad flag value) end
 message on stderr and a non-zero exit status; generated text goes to stdout, diagnostics to stderr.
 """
 import argparse
+import math
+import os
 import sys
 import time
 
@@ -14,27 +16,38 @@ __all__ = ["main"]
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line instead of argparse's usage dump
-        self.exit(2, f"tffedu: error: {message} (see tffedu {self.prog.split()[-1]} -h)\n")
+        help_cmd = " ".join(self.prog.split()[:2])   # "tffedu" or "tffedu generate"
+        self.exit(2, f"tffedu: error: {message} (see {help_cmd} -h)\n")
+
+
+_MAX_COUNT = 10**7   # token counts, top-k: far above any context; bounds what a typo can ask for
 
 
 def _positive_int(s):
     v = int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    if not 1 <= v <= _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be in 1..{_MAX_COUNT}, got {v}")
     return v
 
 
 def _nonneg_int(s):
     v = int(s)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {v}")
+    if not 0 <= v <= _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be in 0..{_MAX_COUNT}, got {v}")
+    return v
+
+
+def _seed(s):
+    v = int(s)
+    if not 0 <= v < 2**64:
+        raise argparse.ArgumentTypeError(f"must be in 0..2^64-1, got {v}")
     return v
 
 
 def _nonneg_float(s):
     v = float(s)
-    if not v >= 0:  # also rejects nan
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
+    if not (v >= 0 and math.isfinite(v)):  # also rejects nan and inf
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
     return v
 
 
@@ -74,8 +87,30 @@ def cmd_generate(args):
 
 
 def cmd_inspect(args):
-    from .modelfile import inspect_model
-    print(inspect_model(args.model))
+    from .config import SUPPORTED_ARCHS
+    from .gguf import GGUFFile
+    from .modelfile import detect_format, inspect_model, open_model
+    print(inspect_model(args.model), flush=True)
+    # the report shows any well-formed file (vocabulary-only, other architectures); a file that
+    # claims to be a model tffedu runs must also pass open_model's checks, or the status says so
+    if detect_format(args.model) == "gguf":
+        with GGUFFile(args.model) as f:
+            if f.metadata.get("general.architecture") not in SUPPORTED_ARCHS or not f.tensors:
+                return
+    open_model(args.model).close()
+
+
+def _read_line(prompt: str, turn: int):
+    "One line of stdin as text (None at the end): bytes decoded as UTF-8, whatever the locale."
+    print(prompt, end="", flush=True)
+    line = sys.stdin.buffer.readline()
+    if not line:
+        return None
+    try:
+        return line.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError as e:
+        raise TffeduError(f"stdin line {turn} is not valid UTF-8 (byte 0x{line[e.start]:02X} at "
+                          f"offset {e.start})") from None
 
 
 def cmd_chat(args):
@@ -86,12 +121,9 @@ def cmd_chat(args):
     extra = {} if args.think is None else {"enable_thinking": args.think}   # Qwen3's switch
     messages = [{"role": "system", "content": args.system}] if args.system else []
     print("tffedu chat: empty line or Ctrl-D ends the conversation", file=sys.stderr)
-    while True:
-        try:
-            user = input("> ")
-        except EOFError:
-            break
-        if not user.strip():
+    for turn in range(1, 1 << 62):
+        user = _read_line("> ", turn)
+        if user is None or not user.strip():
             break
         messages.append({"role": "user", "content": user})
         prompt = tok.apply_chat_template(messages, add_generation_prompt=True, **extra)
@@ -135,7 +167,7 @@ def build_parser():
     g.add_argument("--temp", type=_nonneg_float, default=0.0, help="0 = greedy (default)")
     g.add_argument("--top-k", type=_nonneg_int, default=0)
     g.add_argument("--top-p", type=_prob, default=1.0)
-    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--seed", type=_seed, default=None)
     g.set_defaults(fn=cmd_generate)
 
     c = sub.add_parser("chat", help="talk to the model with its chat template")
@@ -143,7 +175,7 @@ def build_parser():
     c.add_argument("--system", default=None, help="system message")
     c.add_argument("-n", type=_positive_int, default=256, help="max new tokens per turn")
     c.add_argument("--temp", type=_nonneg_float, default=0.0)
-    c.add_argument("--seed", type=int, default=None)
+    c.add_argument("--seed", type=_seed, default=None)
     c.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
                    help="Qwen3: turn thinking on or off (default: the template's)")
     c.set_defaults(fn=cmd_chat)
@@ -160,20 +192,57 @@ def build_parser():
     return p
 
 
+_TEXT_ARGS = {"prompt": "the prompt (-p)", "prompt_pos": "the prompt", "system": "--system"}
+
+
+def _check_text_args(parser, args):
+    """Text arguments must be UTF-8. Python hands undecodable argv bytes over as lone surrogates
+    (U+DC80..U+DCFF); name the argument and the byte instead of failing inside the tokenizer.
+    File names are left alone: any bytes make a valid path."""
+    for name, what in _TEXT_ARGS.items():
+        v = getattr(args, name, None)
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                bad = ord(v[e.start])
+                byte = f"byte 0x{bad - 0xDC00:02X}" if 0xDC80 <= bad <= 0xDCFF else f"U+{bad:04X}"
+                parser.error(f"{what} is not valid UTF-8 ({byte} at character {e.start})")
+
+
+def _one_line(e: BaseException) -> str:
+    msg = str(e).strip()
+    return msg.splitlines()[0] if msg else type(e).__name__
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    sub = parser._subparsers._group_actions[0].choices[args.cmd]   # for its error(): 'see tffedu generate -h'
+    _check_text_args(sub, args)
     if args.cmd == "generate":
         if args.prompt is not None and args.prompt_pos is not None:
-            build_parser().error("give the prompt once: positionally or with -p")
+            sub.error("give the prompt once: positionally or with -p")
         args.prompt = args.prompt if args.prompt is not None else (args.prompt_pos or "")
     try:
         args.fn(args)
+    except BrokenPipeError:            # `tffedu inspect m.gguf | head`: the reader left, not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except (TffeduError, OSError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        print(f"tffedu: error: {msg}", file=sys.stderr)
+        print(f"tffedu: error: {_one_line(e)}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        print("tffedu: error: out of memory", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as e:             # a bug: still one line (TFFEDU_DEBUG=1 shows the traceback)
+        if os.environ.get("TFFEDU_DEBUG"):
+            raise
+        print(f"tffedu: internal error: {type(e).__name__}: {_one_line(e)} (a bug: please report it; "
+              f"TFFEDU_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 3
     return 0
 
 
