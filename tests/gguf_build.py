@@ -47,6 +47,9 @@ def pack(vtype: V, value) -> bytes:
         else:
             body = b"".join(pack(et, x) for x in value)
         return struct.pack("<IQ", et, len(value)) + body
+    if vtype == V.FLOAT32:       # as a float32, like a writer would store it (1e300 -> inf)
+        with np.errstate(over="ignore"):
+            return np.float32(value).tobytes()
     return struct.pack("<" + _FMT[vtype], value)
 
 
