@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['LlamaCreator']
 
-# %% ../../notebooks/08a_llama.ipynb #1b920014
+# %% ../../notebooks/08a_llama.ipynb #e81ef481
 """Model creators (chapter 08): Llama / SmolLM2, Qwen3's block without the per-head q/k norms."""
 from .qwen3 import CREATORS, Qwen3Creator
 
