@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tffedu.errors import GraphError, ShapeError
-from tffedu.graph import (Graph, Lifetime, dce, fuse, layout, post_order, qwen3_layer_graph,
-                          register_op, schedule)
+from tffedu.blocks import qwen3_layer_graph
+from tffedu.graph import Graph, Lifetime, dce, fuse, post_order, register_op, schedule
+from tffedu.graph_draw import layout
 from tffedu.tensor import F16, F32, I32, Q8_0
 
 matplotlib.use("Agg")
@@ -264,7 +265,7 @@ def test_drawing_a_layer_is_readable():
         assert all(b - a >= 1 - 1e-9 for a, b in zip(xs, xs[1:]))
     # every edge goes one row down at each point
     assert all(b[1] - a[1] == 1 for e in edges for a, b in zip(e, e[1:]))
-    from tffedu.graph import draw
+    from tffedu.graph_draw import draw
     ax = draw(g)
     labels = [t.get_text() for t in ax.texts]
     assert sum("matmul" in t for t in labels) == 7 and any("attention" in t for t in labels)

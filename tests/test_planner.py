@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tffedu.errors import PlannerError
-from tffedu.graph import Graph, qwen3_layer_graph
+from tffedu.blocks import qwen3_layer_graph
+from tffedu.graph import Graph
 from tffedu.planner import (STRATEGIES, Buffer, MemoryPlan, align_up, buffers, live_bytes,
                             plan_buffers, plan_memory)
 from tffedu.tensor import F16, F32, I32

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from tffedu.errors import DeviceError, GraphError, ShapeError
 from tffedu.factory import OpRegistry
-from tffedu.graph import Graph, post_order, qwen3_layer_graph
+from tffedu.blocks import qwen3_layer_graph
+from tffedu.graph import Graph, post_order
 from tffedu.runtime import Executor, cpu_arena
 from tffedu.tensor import F32, I32
 
