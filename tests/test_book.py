@@ -37,6 +37,8 @@ KNOWN = {
                   "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
     "12_attention": {"pictures": "plot cells without pictures (GPU run with MPLBACKEND=Agg)",
                      "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
+    "13_gpu_runtime": {"pictures": "gpu plot cells not yet executed on the H200",
+                       "reading_order": "imports tffedu.engine (14a)"},
     "14_sampling": {"paths": "tqdm's warning with the path of a venv in an output",
                     "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
     "14a_engine": {"sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
