@@ -227,13 +227,13 @@ def test_crafted_valid_file_matches_gguf_py(tmp_path):
     assert_same_as_gguf_py(_file(tmp_path, data))
 
 
-def test_type_table_agrees_with_tffedu_tensor():
-    "quant.GGML_TYPES (every ggml type, for inspect) and tensor.DTYPES (what tffedu computes with)."
-    from tffedu.quant import GGML_TYPES
+def test_one_type_table():
+    "quant.GGML_TYPES (by id, for the reader and inspect) is chapter 02's DType table itself."
+    from tffedu.quant import GGML_BY_NAME, GGML_TYPES
     from tffedu.tensor import DTYPES
-    for d in DTYPES.values():
-        t = GGML_TYPES[d.ggml_id]
-        assert (t.name, t.block_size, t.type_size) == (d.name, d.block_size, d.type_size)
+    assert GGML_BY_NAME is DTYPES
+    assert {d.ggml_id: d for d in DTYPES.values()} == GGML_TYPES
+    assert all(GGML_TYPES[d.ggml_id] is d for d in DTYPES.values())
 
 
 def test_tensor_is_a_zero_copy_view(tmp_path):

@@ -91,11 +91,12 @@ def cmd_inspect(args):
     from .gguf import GGUFFile
     from .modelfile import detect_format, inspect_model, open_model
     print(inspect_model(args.model), flush=True)
-    # the report shows any well-formed file (vocabulary-only, other architectures); a file that
-    # claims to be a model tffedu runs must also pass open_model's checks, or the status says so
+    # the report shows any well-formed file (vocabulary-only, other architectures); a file with
+    # the weights of a model tffedu runs must also pass open_model's checks, or the status says so
     if detect_format(args.model) == "gguf":
         with GGUFFile(args.model) as f:
-            if f.metadata.get("general.architecture") not in SUPPORTED_ARCHS or not f.tensors:
+            if f.metadata.get("general.architecture") not in SUPPORTED_ARCHS or \
+                    not any(n.startswith("blk.") for n in f.tensors):
                 return
     open_model(args.model).close()
 

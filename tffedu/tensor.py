@@ -5,7 +5,7 @@ __all__ = ['DTYPES', 'F32', 'F16', 'BF16', 'F64', 'I8', 'I16', 'I32', 'I64', 'Q4
            'Q2_K', 'Q3_K', 'Q4_K', 'Q5_K', 'Q6_K', 'Q8_K', 'DType', 'dtype_from_ggml', 'as_dtype', 'contiguous_strides',
            'nocopy_strides', 'Tensor']
 
-# %% ../notebooks/02b_tensor.ipynb #7c5fbcee
+# %% ../notebooks/02b_tensor.ipynb #7f2c36c2
 """Tensors (chapter 02): the DType table (ggml ids, blocks) and Tensor (shape, strides, views)."""
 import math
 from dataclasses import dataclass
@@ -46,8 +46,10 @@ class DType:
     def __repr__(self):
         return self.name
 
-# %% ../notebooks/02b_tensor.ipynb #dd0fca75
-# name, ggml id, elements per block, bytes per block, numpy storage type  (ggml.h's ggml_type)
+# %% ../notebooks/02b_tensor.ipynb #d8c29aac
+# name, ggml id, elements per block, bytes per block, numpy storage type  (ggml.h's ggml_type):
+# every type a GGUF file may hold (the one table: chapter 03's reader and dequantizer use it too);
+# which of them tffedu computes with is the dequantizer's and the ops' business
 _DTYPE_TABLE = [
     ("F32", 0, 1, 4, np.float32),   ("F16", 1, 1, 2, np.float16),
     ("Q4_0", 2, 32, 18, np.uint8),  ("Q4_1", 3, 32, 20, np.uint8),
@@ -56,9 +58,15 @@ _DTYPE_TABLE = [
     ("Q2_K", 10, 256, 84, np.uint8), ("Q3_K", 11, 256, 110, np.uint8),
     ("Q4_K", 12, 256, 144, np.uint8), ("Q5_K", 13, 256, 176, np.uint8),
     ("Q6_K", 14, 256, 210, np.uint8), ("Q8_K", 15, 256, 292, np.uint8),
+    ("IQ2_XXS", 16, 256, 66, np.uint8), ("IQ2_XS", 17, 256, 74, np.uint8),
+    ("IQ3_XXS", 18, 256, 98, np.uint8), ("IQ1_S", 19, 256, 50, np.uint8),
+    ("IQ4_NL", 20, 32, 18, np.uint8), ("IQ3_S", 21, 256, 110, np.uint8),
+    ("IQ2_S", 22, 256, 82, np.uint8), ("IQ4_XS", 23, 256, 136, np.uint8),
     ("I8", 24, 1, 1, np.int8),      ("I16", 25, 1, 2, np.int16),
     ("I32", 26, 1, 4, np.int32),    ("I64", 27, 1, 8, np.int64),
-    ("F64", 28, 1, 8, np.float64),  ("BF16", 30, 1, 2, np.uint16),
+    ("F64", 28, 1, 8, np.float64),  ("IQ1_M", 29, 256, 56, np.uint8),
+    ("BF16", 30, 1, 2, np.uint16),  ("TQ1_0", 34, 256, 54, np.uint8),
+    ("TQ2_0", 35, 256, 66, np.uint8), ("MXFP4", 39, 32, 17, np.uint8),
 ]
 DTYPES = {n: DType(n, i, b, s, np.dtype(t)) for n, i, b, s, t in _DTYPE_TABLE}
 _BY_GGML = {d.ggml_id: d for d in DTYPES.values()}
@@ -74,7 +82,7 @@ Q4_K, Q5_K, Q6_K, Q8_K = DTYPES["Q4_K"], DTYPES["Q5_K"], DTYPES["Q6_K"], DTYPES[
 
 
 def dtype_from_ggml(ggml_id: int) -> DType:
-    "The DType of a ggml type id (GGUF tensor infos store these); ShapeError if tffedu lacks it."
+    "The DType of a ggml type id (GGUF tensor infos store these); ShapeError for an unknown id."
     try:
         return _BY_GGML[int(ggml_id)]
     except KeyError:
@@ -94,12 +102,12 @@ def as_dtype(x) -> DType:
         raise ShapeError(f"no tffedu dtype for {x!r} (names: {', '.join(DTYPES)}; numpy: "
                          f"{', '.join(str(t) for t in _BY_NUMPY)})") from None
 
-# %% ../notebooks/02b_tensor.ipynb #ecce64d8
+# %% ../notebooks/02b_tensor.ipynb #6b916d91
 from .device import cuda_context, cuda_driver, normalize_device
 from . import memory
 from .memory import Allocator, MemoryBlock
 
-# %% ../notebooks/02b_tensor.ipynb #f85fd993
+# %% ../notebooks/02b_tensor.ipynb #bd7de497
 def contiguous_strides(shape) -> tuple[int, ...]:
     "C-order strides in elements: shape (2, 3, 4) -> (12, 4, 1)."
     strides, step = [], 1
@@ -127,7 +135,7 @@ def _infer_shape(shape, numel: int) -> tuple[int, ...]:
         raise ShapeError(f"cannot reshape {numel} elements into {shape}")
     return shape
 
-# %% ../notebooks/02b_tensor.ipynb #430c9785
+# %% ../notebooks/02b_tensor.ipynb #5a4f1938
 def nocopy_strides(shape, strides, new_shape) -> tuple[int, ...] | None:
     "Strides that view (shape, strides) as new_shape without copying, or None if impossible."
     old = [(n, s) for n, s in zip(shape, strides) if n != 1]  # size-1 axes have no stride to keep
@@ -153,7 +161,7 @@ def nocopy_strides(shape, strides, new_shape) -> tuple[int, ...] | None:
         new_strides[k] = last
     return tuple(new_strides)
 
-# %% ../notebooks/02b_tensor.ipynb #bf75ee45
+# %% ../notebooks/02b_tensor.ipynb #8d8eb144
 class Tensor:
     """shape, strides (elements), byte offset and dtype over a MemoryBlock. Views share the block;
     clone() copies it; the block is freed when its last tensor (or numpy view) goes."""
@@ -236,7 +244,7 @@ class Tensor:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
-# %% ../notebooks/02b_tensor.ipynb #598514a9
+# %% ../notebooks/02b_tensor.ipynb #dbf46fc0
 def _cuda():
     "pycuda.driver, with the context current on this thread (a copy may run on another thread)."
     cuda_context()
@@ -324,7 +332,7 @@ Tensor.zeros = classmethod(_zeros)
 Tensor.from_numpy = classmethod(_from_numpy)
 Tensor.from_buffer = classmethod(_from_buffer)
 
-# %% ../notebooks/02b_tensor.ipynb #61525c2e
+# %% ../notebooks/02b_tensor.ipynb #3f7decbd
 def _new_view(t: Tensor, shape, strides, offset=None) -> Tensor:
     "A tensor over the same block with other metadata."
     return Tensor(t.storage, shape, t.dtype, strides, t.offset if offset is None else offset)
@@ -413,7 +421,7 @@ Tensor.view, Tensor.reshape = _view, _reshape
 Tensor.permute, Tensor.transpose, Tensor.__getitem__ = _permute, _transpose, _getitem
 Tensor.T = property(lambda self: self.permute(*reversed(range(self.ndim))))
 
-# %% ../notebooks/02b_tensor.ipynb #37dc520b
+# %% ../notebooks/02b_tensor.ipynb #41bca1fe
 def _clone(self, allocator: Allocator | None = None) -> Tensor:
     "A contiguous copy in new memory of the same device."
     out = Tensor.empty(self.shape, self.dtype, self.device, allocator)
