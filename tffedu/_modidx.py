@@ -8,6 +8,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
             'tffedu.config': { 'tffedu.config.ModelConfig': ('config.html#modelconfig', 'tffedu/config.py'),
                                'tffedu.config.ModelConfig.__post_init__': ('config.html#modelconfig.__post_init__', 'tffedu/config.py'),
                                'tffedu.config.ModelConfig.gqa_ratio': ('config.html#modelconfig.gqa_ratio', 'tffedu/config.py'),
+                               'tffedu.config.ModelConfig.kv_bytes_per_token': ( 'config.html#modelconfig.kv_bytes_per_token',
+                                                                                 'tffedu/config.py'),
                                'tffedu.config.ModelConfig.kv_size': ('config.html#modelconfig.kv_size', 'tffedu/config.py'),
                                'tffedu.config.ModelConfig.q_size': ('config.html#modelconfig.q_size', 'tffedu/config.py'),
                                'tffedu.config.ModelConfig.to_dict': ('config.html#modelconfig.to_dict', 'tffedu/config.py'),
