@@ -193,3 +193,15 @@ def test_fifo_as_model_does_not_block(files):
         r = cli_process(*args, timeout=60)
         err = r.stderr.decode()
         assert r.returncode == 1 and "FIFO" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_chat_survives_a_full_context(tmp_path, capsys, monkeypatch):
+    "A conversation longer than the context forgets its oldest turns instead of ending (issue 10)."
+    small = write_gguf(tiny_qwen3(seed=5), tmp_path / "ctx64.gguf", ctx=64)
+    turns = b"".join(b"tell me more about the hello world %d\n" % i for i in range(6))
+    code, out, err = run_main(capsys, monkeypatch, ["chat", "-m", small, "-n", "6"],
+                              stdin=turns + b"x " * 200 + b"\nlast one\n\n")
+    assert code == 0, err
+    assert out.count("> ") == 9                       # 8 lines read, then the empty line
+    assert "the oldest turn is forgotten" in err
+    assert "this message does not fit" in err and "Traceback" not in err

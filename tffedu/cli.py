@@ -127,15 +127,39 @@ def cmd_chat(args):
         if user is None or not user.strip():
             break
         messages.append({"role": "user", "content": user})
+        reply = _chat_turn(model, tok, messages, args, extra, hidden)
+        if reply is not None:
+            messages.append({"role": "assistant", "content": reply})
+
+
+def _chat_turn(model, tok, messages, args, extra, hidden):
+    """Stream one reply. While the conversation does not fit the context, the oldest turn (a user
+    message and its reply) is forgotten, not the conversation; a message that cannot fit even
+    alone is dropped with a one-line note (None), and the chat goes on."""
+    from .errors import ContextOverflowError
+    while True:
         prompt = tok.apply_chat_template(messages, add_generation_prompt=True, **extra)
         reply = []
-        for piece in model.stream(tok.encode(prompt, special=True), max_new_tokens=args.n,
-                                  temperature=args.temp, seed=args.seed):
-            if piece not in hidden:
-                reply.append(piece)
-                print(piece, end="", flush=True)
+        try:
+            for piece in model.stream(tok.encode(prompt, special=True), max_new_tokens=args.n,
+                                      temperature=args.temp, seed=args.seed):
+                if piece not in hidden:
+                    reply.append(piece)
+                    print(piece, end="", flush=True)
+        except ContextOverflowError as e:
+            if reply:              # checked before the first token: cannot happen mid-reply
+                raise
+            first = 1 if messages[0]["role"] == "system" else 0
+            if len(messages) - first <= 1:
+                messages.pop()
+                print(f"tffedu: this message does not fit ({e}); it was not sent", file=sys.stderr)
+                return None
+            del messages[first:first + 2]
+            print("tffedu chat: the conversation no longer fits the context: the oldest turn is "
+                  "forgotten", file=sys.stderr)
+            continue
         print()
-        messages.append({"role": "assistant", "content": "".join(reply).strip()})
+        return "".join(reply).strip()
 
 
 def cmd_bench(args):
