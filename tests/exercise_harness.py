@@ -1,4 +1,4 @@
-"""The exercise checks: every test here runs four ways.
+"""The exercise checks of tests/exercises/: every test that takes the fixture `impl` runs four ways.
 
     pytest tests/exercises -k ch05            # all of chapter 05's checks
     pytest tests/exercises -k "ch05 and yours"  # only your answers
@@ -7,7 +7,8 @@
 * `[reference]` the reference solution, in solutions/chNN.py: must pass (CI runs it);
 * `[stub]`      every function raising NotImplementedError: must fail;
 * `[wrong-…]`   the reference with a plausible mistake (the test file's WRONG): must fail.
-The last two are strict xfails (a stub must fail on NotImplementedError or an assertion, a wrong
+Loaded by tests/conftest.py (one conftest for the whole suite: a second file named conftest.py
+would shadow `from conftest import ...` in the other tests). The last two are strict xfails (a stub must fail on NotImplementedError or an assertion, a wrong
 answer on anything): they show that a check tells a wrong answer from a right one.
 """
 import importlib
@@ -16,7 +17,7 @@ import types
 
 import pytest
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -25,6 +26,8 @@ FAILS = (AssertionError, NotImplementedError)
 
 def _chapter(module) -> str:
     return module.__name__.rsplit("test_", 1)[-1]          # tests/exercises/test_ch05.py -> ch05
+
+__all__ = ["pytest_generate_tests", "impl", "pytest_pyfunc_call"]
 
 
 def _stub(solution) -> types.SimpleNamespace:
