@@ -42,6 +42,19 @@ def variants():
           dict(NWARPS=4, BC=64, KV2=1, GRID_HQ=1), dict(NWARPS=4, BC=32, KV2=1, GRID_HQ=1),
           dict(NWARPS=2, BC=64, KV2=1, GRID_HQ=1)]
     v += [("flash_attn.cu", {**c, "HEAD_DIM": d}) for c in fl for d in (64, 128)]
+    # the model path (chapter 13): the memory-bound kernels, decode attention per head dim and GQA
+    # group, flash attention and the naive kernel at the small head dims of the test models
+    v += [("elementwise.cu", {}), ("embedding.cu", {}), ("argmax.cu", {}), ("rope.cu", {}),
+          ("rope.cu", {"QKN_WARPS": 4}), ("rmsnorm.cu", {"BLOCK": 256}), ("softmax.cu", {"BLOCK": 256}),
+          ("softmax.cu", {"BLOCK": 1024}), ("paged_attn.cu", {})]
+    for d in (16, 64, 128):
+        v.append(("paged_attn.cu", {"HEAD_DIM": d}))
+        for g_ in (1, 2, 4, 8):
+            for nw in (8, 4):
+                v.append(("paged_attn.cu", {"NWARPS": nw, "UNROLL": 4, "HEAD_DIM": d, "GROUP": g_}))
+        v += [("flash_attn.cu", {"NWARPS": 4, "BC": 64, "HEAD_DIM": d}),
+              ("flash_attn.cu", {"NWARPS": 4, "BC": 64, "KV2": 1, "GRID_HQ": 1, "HEAD_DIM": d})]
+    v += [("flash_attn.cu", {"HEAD_DIM": d}) for d in (16, 24, 40, 64, 128)]
     seen, out = set(), []
     for item in v:
         arch = item[0] if len(item) == 3 else None

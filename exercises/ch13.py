@@ -3,19 +3,29 @@
 Write each function, then check it: pytest tests/exercises -k ch13
 (the reference answers are in solutions/ch13.py: look once you have tried)
 """
-import bisect
-import numpy as np
-__all__ = ['bucket_for', 'pack_varlen']
+from dataclasses import replace
+__all__ = ['step_input_bytes', 'padding', 'fuse_qk_norm_rope']
 
 
-def bucket_for(n, buckets):
-    """Exercise 13.1 (easy): CUDA graphs are captured for a few batch sizes (sorted `buckets`); a
-    batch of n runs in the smallest bucket >= n, padded. Return it; a ValueError when n > the largest."""
-    raise NotImplementedError("ch13: bucket_for is yours to write")
+def step_input_bytes(B, max_pages, align=256):
+    """Exercise 13.1 (easy): the bytes one decode step of B sequences copies to the device: the
+    inputs of the runner's graph, int32 each — ids, pos, slots and last [B], page_tables
+    [B, max_pages], seq_lens [B], cu_seqlens [B + 1] — each rounded up to `align` bytes, the way
+    the executor packs them at the start of its memory block."""
+    raise NotImplementedError("ch13: step_input_bytes is yours to write")
 
 
-def pack_varlen(seqs):
-    """Exercise 13.2 (medium): several sequences of new tokens in one flat batch, as a varlen
-    attention kernel reads them: (tokens, cu_seqlens) with tokens the concatenation and cu_seqlens
-    the int32 offsets [0, len0, len0 + len1, ...] (length len(seqs) + 1)."""
-    raise NotImplementedError("ch13: pack_varlen is yours to write")
+def padding(sizes, buckets):
+    """Exercise 13.2 (medium): a trace of step sizes (tokens or sequences per step) runs each step
+    in the smallest bucket >= its size; return the total padded rows (bucket - size, summed).
+    A ValueError when a size fits no bucket."""
+    raise NotImplementedError("ch13: padding is yours to write")
+
+
+def fuse_qk_norm_rope(n, users):
+    """Exercise 13.3 (hard): the lowering rule of section 3, for chapter 05's `fuse`. Given a node
+    `n` and `users` (node -> the op nodes that read it), return the fused node when `n` is a
+    `rope` whose input is a per-head `rmsnorm` (3-D, with a weight) that nothing else reads: a copy
+    of `n` with op 'qk_norm_rope', inputs (x, w, pos) and attrs {'eps': the norm's eps (default
+    1e-6), **the rope's attrs}. Else None."""
+    raise NotImplementedError("ch13: fuse_qk_norm_rope is yours to write")

@@ -1,4 +1,4 @@
-// elementwise.cu: residual add and SwiGLU, plus f32 <-> f16 casts (chapter 10).
+// elementwise.cu: residual add and SwiGLU, plus casts between f32, f16 and bf16 (chapter 10).
 // All f32 [n] flat arrays. v1: one element per thread; v2: float4 (16-byte) loads and stores,
 // grid-stride loop (needs n % 4 == 0 and 16-byte aligned pointers: cudaMalloc gives 256).
 #include "common.cuh"
@@ -34,12 +34,32 @@ extern "C" __global__ void swiglu_v2(const float4* __restrict__ g, const float4*
     }
 }
 
-extern "C" __global__ void f32_to_f16(const float* __restrict__ x, __half* __restrict__ y, long n) {
-    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
-        y[i] = __float2half_rn(x[i]);
+// Casts between the float types (activations into the 16-bit types of the tensor cores and of
+// the KV cache), and a copy of a [R, K] 16-bit matrix into a zero-padded [R, Kp] one (odd K).
+extern "C" __global__ void cast_f32_f16(const float* __restrict__ a, __half* __restrict__ b, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        b[i] = __float2half_rn(a[i]);
 }
-
-extern "C" __global__ void f16_to_f32(const __half* __restrict__ x, float* __restrict__ y, long n) {
-    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
-        y[i] = __half2float(x[i]);
+extern "C" __global__ void cast_f32_bf16(const float* __restrict__ a, __nv_bfloat16* __restrict__ b, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        b[i] = __float2bfloat16_rn(a[i]);
+}
+extern "C" __global__ void cast_f16_bf16(const __half* __restrict__ a, __nv_bfloat16* __restrict__ b, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        b[i] = __float2bfloat16_rn(__half2float(a[i]));
+}
+extern "C" __global__ void cast_f16_f32(const __half* __restrict__ a, float* __restrict__ b, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        b[i] = __half2float(a[i]);
+}
+extern "C" __global__ void pad_cols_u16(const uint16_t* __restrict__ a, uint16_t* __restrict__ b, int R, int K, int Kp) {
+    const long long n = (long long)R * Kp;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const int r = (int)(i / Kp), k = (int)(i % Kp);
+        b[i] = k < K ? a[(size_t)r * K + k] : (uint16_t)0;
+    }
+}
+extern "C" __global__ void cast_bf16_f32(const __nv_bfloat16* __restrict__ a, float* __restrict__ b, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        b[i] = __bfloat162float(a[i]);
 }

@@ -210,29 +210,3 @@ matmul_mma_bf16(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __rest
 {
     gemm_mma<__nv_bfloat16>(x, w, y, M, N, K, ldy);
 }
-
-// Helpers for the launcher: cast fp32 activations to the weights' 16-bit type, and copy a
-// [R, K] 16-bit matrix into a zero-padded [R, Kp] one (odd K).
-extern "C" __global__ void cast_f32_f16(const float* __restrict__ a, __half* __restrict__ b, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        b[i] = __float2half_rn(a[i]);
-}
-extern "C" __global__ void cast_f32_bf16(const float* __restrict__ a, __nv_bfloat16* __restrict__ b, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        b[i] = __float2bfloat16_rn(a[i]);
-}
-extern "C" __global__ void cast_f16_bf16(const __half* __restrict__ a, __nv_bfloat16* __restrict__ b, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        b[i] = __float2bfloat16_rn(__half2float(a[i]));
-}
-extern "C" __global__ void cast_f16_f32(const __half* __restrict__ a, float* __restrict__ b, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        b[i] = __half2float(a[i]);
-}
-extern "C" __global__ void pad_cols_u16(const uint16_t* __restrict__ a, uint16_t* __restrict__ b, int R, int K, int Kp) {
-    const long long n = (long long)R * Kp;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        const int r = (int)(i / Kp), k = (int)(i % Kp);
-        b[i] = k < K ? a[(size_t)r * K + k] : (uint16_t)0;
-    }
-}

@@ -191,17 +191,31 @@ extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, c
 
 // ---------------------------------------------------------------------------------------------
 // Helpers for the runtime around the cache.
-// kv_store: write this step's k, v (f32 [T, Hkv, D]) into the cache as f16 at flat slots
-// slot[t] = page * page_size + offset (one block per token, a thread per element).
+// kv_store: write this step's k, v (f32 [T, Hkv, D]) into the cache at flat slots
+// slot[t] = page * page_size + offset (one block per token, a thread per element). A slot < 0 is
+// a padding row of a bucketed batch: nothing is written. kv_store writes an f16 cache (the GPU's
+// pages), kv_store_f32 an f32 one (a dense cache, page_size 1).
+template <typename C>
+__device__ __forceinline__ void kv_store_rows(const float* __restrict__ k, const float* __restrict__ v,
+                                             C* __restrict__ Kc, C* __restrict__ Vc,
+                                             const int* __restrict__ slots, int row) {
+    const int tk = blockIdx.x, slot = slots[tk];
+    if (slot < 0) return;
+    const size_t dst = (size_t)slot * row;
+    for (int i = threadIdx.x; i < row; i += blockDim.x) {
+        Kc[dst + i] = (C)k[(size_t)tk * row + i];
+        Vc[dst + i] = (C)v[(size_t)tk * row + i];
+    }
+}
 extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
                                     __half* __restrict__ Kc, __half* __restrict__ Vc,
                                     const int* __restrict__ slots, int row) {   // row = Hkv * D
-    const int tk = blockIdx.x;
-    const size_t dst = (size_t)slots[tk] * row;
-    for (int i = threadIdx.x; i < row; i += blockDim.x) {
-        Kc[dst + i] = __float2half_rn(k[(size_t)tk * row + i]);
-        Vc[dst + i] = __float2half_rn(v[(size_t)tk * row + i]);
-    }
+    kv_store_rows<__half>(k, v, Kc, Vc, slots, row);
+}
+extern "C" __global__ void kv_store_f32(const float* __restrict__ k, const float* __restrict__ v,
+                                        float* __restrict__ Kc, float* __restrict__ Vc,
+                                        const int* __restrict__ slots, int row) {
+    kv_store_rows<float>(k, v, Kc, Vc, slots, row);
 }
 
 // gather_kv: a sequence's first L tokens out of the pages into contiguous f16 [L, Hkv, D]

@@ -3,34 +3,58 @@
 //   a' = a cos - b sin,  b' = a sin + b cos
 // mode NEOX (Qwen2/3, GPT-NeoX, HF's rotate_half): pair j = (j, j + Dh/2)
 // mode NORM (original/llama.cpp "normal", GPT-J style): pair j = (2j, 2j + 1)
+// The *_nd kernels are the general form the op uses: only the first n_dims dims of a head turn
+// (partial rotary; the rest pass through), with angle pos * freq_scale * theta^(-2j/n_dims)
+// (linear RoPE scaling squeezes positions by freq_scale = 1/factor).
 #include "common.cuh"
 
 // The angle is formed in double: pos * inv_freq reaches tens of thousands of radians, and in
 // float its rounding alone (1e-7 relative) would cost ~1e-3 of accuracy; theta itself comes in
 // as a double for the same reason. Hopper runs FP64 at half the FP32 rate, and this kernel is
 // memory bound anyway.
-__device__ __forceinline__ void rope_angle(int pos, int j, int Dh, double theta, float& c, float& s) {
+__device__ __forceinline__ void rope_angle(int pos, int j, int Dh, double theta, float& c, float& s,
+                                           double freq_scale = 1.0) {
     double inv_freq = pow(theta, -(double)(2 * j) / Dh);
-    double ang = fmod((double)pos * inv_freq, 6.283185307179586);
+    double ang = fmod((double)pos * freq_scale * inv_freq, 6.283185307179586);
     sincosf((float)ang, &s, &c);
 }
 
-// One thread per rotated pair; T*H*(Dh/2) threads.
-extern "C" __global__ void rope_f32(const float* __restrict__ x, float* __restrict__ y,
-                                    const int* __restrict__ pos, int T, int H, int Dh,
-                                    double theta, int neox) {
-    const int half = Dh / 2;
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long)T * H * half) return;
+// One thread per slot j = i % (Dh/2) of a head (T*H*(Dh/2) threads): j < n/2 rotates pair j of
+// the first n = n_dims dims; j >= n/2 copies two pass-through dims (n + 2(j - n/2), +1).
+__device__ __forceinline__ void rope_slot(const float* __restrict__ x, float* __restrict__ y,
+                                          const int* __restrict__ pos, long i, int H, int Dh, int n_dims,
+                                          double theta, double freq_scale, int neox) {
+    const int half = Dh / 2, nh = n_dims / 2;
     const int j = i % half;
     const long row = i / half;            // t * H + h
-    const int t = row / H;
+    if (j >= nh) {                        // a pass-through pair of dims
+        const long ia = row * Dh + n_dims + 2 * (j - nh);
+        y[ia] = x[ia];
+        y[ia + 1] = x[ia + 1];
+        return;
+    }
     float c, s;
-    rope_angle(pos[t], j, Dh, theta, c, s);
-    const long ia = row * Dh + (neox ? j : 2 * j), ib = ia + (neox ? half : 1);
+    rope_angle(pos[row / H], j, n_dims, theta, c, s, freq_scale);
+    const long ia = row * Dh + (neox ? j : 2 * j), ib = ia + (neox ? nh : 1);
     float a = x[ia], b = x[ib];
     y[ia] = a * c - b * s;
     y[ib] = a * s + b * c;
+}
+
+// Every dim of the head turns (the version the benchmarks time).
+extern "C" __global__ void rope_f32(const float* __restrict__ x, float* __restrict__ y,
+                                    const int* __restrict__ pos, int T, int H, int Dh,
+                                    double theta, int neox) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (long)T * H * (Dh / 2)) rope_slot(x, y, pos, i, H, Dh, Dh, theta, 1.0, neox);
+}
+
+// The general form the op launches: partial rotary (n_dims) and linear scaling (freq_scale).
+extern "C" __global__ void rope_nd_f32(const float* __restrict__ x, float* __restrict__ y,
+                                       const int* __restrict__ pos, int T, int H, int Dh, int n_dims,
+                                       double theta, double freq_scale, int neox) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (long)T * H * (Dh / 2)) rope_slot(x, y, pos, i, H, Dh, n_dims, theta, freq_scale, neox);
 }
 
 // Qwen3: q and k get an RMSNorm over each head (weight w [Dh]) right before RoPE. Fused: one warp
@@ -39,9 +63,10 @@ extern "C" __global__ void rope_f32(const float* __restrict__ x, float* __restri
 #ifndef QKN_WARPS
 #define QKN_WARPS 4
 #endif
-extern "C" __global__ void qk_norm_rope_f32(const float* __restrict__ x, float* __restrict__ y,
-                                            const float* __restrict__ w, const int* __restrict__ pos,
-                                            int T, int H, int Dh, float eps, double theta, int neox) {
+__device__ __forceinline__ void qk_norm_rope_row(const float* __restrict__ x, float* __restrict__ y,
+                                                 const float* __restrict__ w, const int* __restrict__ pos,
+                                                 int T, int H, int Dh, int n_dims, float eps, double theta,
+                                                 double freq_scale, int neox) {
     __shared__ float row[QKN_WARPS][256];
     const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
     const long r = (long)blockIdx.x * QKN_WARPS + wid;   // t * H + h
@@ -51,13 +76,27 @@ extern "C" __global__ void qk_norm_rope_f32(const float* __restrict__ x, float* 
     for (int d = lane; d < Dh; d += WARP) { float v = xr[d]; row[wid][d] = v; ss += v * v; }
     const float inv = rsqrtf(warp_sum(ss) / Dh + eps);
     __syncwarp();
-    const int half = Dh / 2, t = r / H, p = pos[t];
-    for (int j = lane; j < half; j += WARP) {
-        const int ia = neox ? j : 2 * j, ib = ia + (neox ? half : 1);
+    const int nh = n_dims / 2, p = pos[r / H];
+    for (int j = lane; j < nh; j += WARP) {
+        const int ia = neox ? j : 2 * j, ib = ia + (neox ? nh : 1);
         float a = row[wid][ia] * inv * w[ia], b = row[wid][ib] * inv * w[ib];
         float c, s;
-        rope_angle(p, j, Dh, theta, c, s);
+        rope_angle(p, j, n_dims, theta, c, s, freq_scale);
         y[r * Dh + ia] = a * c - b * s;
         y[r * Dh + ib] = a * s + b * c;
     }
+    for (int d = n_dims + lane; d < Dh; d += WARP) y[r * Dh + d] = row[wid][d] * inv * w[d];
+}
+
+extern "C" __global__ void qk_norm_rope_f32(const float* __restrict__ x, float* __restrict__ y,
+                                            const float* __restrict__ w, const int* __restrict__ pos,
+                                            int T, int H, int Dh, float eps, double theta, int neox) {
+    qk_norm_rope_row(x, y, w, pos, T, H, Dh, Dh, eps, theta, 1.0, neox);
+}
+
+extern "C" __global__ void qk_norm_rope_nd_f32(const float* __restrict__ x, float* __restrict__ y,
+                                               const float* __restrict__ w, const int* __restrict__ pos,
+                                               int T, int H, int Dh, int n_dims, float eps, double theta,
+                                               double freq_scale, int neox) {
+    qk_norm_rope_row(x, y, w, pos, T, H, Dh, n_dims, eps, theta, freq_scale, neox);
 }

@@ -1,24 +1,42 @@
 """Chapter 13 (the GPU runtime): reference solutions."""
-import bisect
+from dataclasses import replace
 
-import numpy as np
-
-__all__ = ["bucket_for", "pack_varlen"]
+__all__ = ["step_input_bytes", "padding", "fuse_qk_norm_rope"]
 
 
-def bucket_for(n, buckets):
-    """Exercise 13.1 (easy): CUDA graphs are captured for a few batch sizes (sorted `buckets`); a
-    batch of n runs in the smallest bucket >= n, padded. Return it; a ValueError when n > the largest."""
-    i = bisect.bisect_left(buckets, n)
-    if i == len(buckets):
-        raise ValueError(f"a batch of {n} is larger than the largest bucket {buckets[-1]}")
-    return buckets[i]
+def step_input_bytes(B, max_pages, align=256):
+    """Exercise 13.1 (easy): the bytes one decode step of B sequences copies to the device: the
+    inputs of the runner's graph, int32 each — ids, pos, slots and last [B], page_tables
+    [B, max_pages], seq_lens [B], cu_seqlens [B + 1] — each rounded up to `align` bytes, the way
+    the executor packs them at the start of its memory block."""
+    def up(n):
+        return -(-n // align) * align
+    return sum(up(4 * n) for n in (B, B, B, B, B * max_pages, B, B + 1))
 
 
-def pack_varlen(seqs):
-    """Exercise 13.2 (medium): several sequences of new tokens in one flat batch, as a varlen
-    attention kernel reads them: (tokens, cu_seqlens) with tokens the concatenation and cu_seqlens
-    the int32 offsets [0, len0, len0 + len1, ...] (length len(seqs) + 1)."""
-    lens = [len(s) for s in seqs]
-    tokens = np.concatenate([np.asarray(s, np.int32) for s in seqs]) if seqs else np.zeros(0, np.int32)
-    return tokens, np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+def padding(sizes, buckets):
+    """Exercise 13.2 (medium): a trace of step sizes (tokens or sequences per step) runs each step
+    in the smallest bucket >= its size; return the total padded rows (bucket - size, summed).
+    A ValueError when a size fits no bucket."""
+    total = 0
+    for n in sizes:
+        fits = [b for b in buckets if b >= n]
+        if not fits:
+            raise ValueError(f"a step of {n} fits no bucket of {sorted(buckets)}")
+        total += min(fits) - n
+    return total
+
+
+def fuse_qk_norm_rope(n, users):
+    """Exercise 13.3 (hard): the lowering rule of section 3, for chapter 05's `fuse`. Given a node
+    `n` and `users` (node -> the op nodes that read it), return the fused node when `n` is a
+    `rope` whose input is a per-head `rmsnorm` (3-D, with a weight) that nothing else reads: a copy
+    of `n` with op 'qk_norm_rope', inputs (x, w, pos) and attrs {'eps': the norm's eps (default
+    1e-6), **the rope's attrs}. Else None."""
+    if n.op != "rope":
+        return None
+    r, pos = n.inputs
+    if r.kind != "op" or r.op != "rmsnorm" or len(r.inputs) != 2 or len(r.shape) != 3 or users[r] != [n]:
+        return None
+    x, w = r.inputs
+    return replace(n, op="qk_norm_rope", inputs=(x, w, pos), attrs={"eps": r.attrs.get("eps", 1e-6), **n.attrs})

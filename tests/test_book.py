@@ -24,24 +24,10 @@ NB = {p.stem: p for p in notebooks()}
 KNOWN = {
     "03_gguf": {"reading_order": "imports tffedu.quant (03a) for its type table and dequantize "
                                  "(issue 10: one dtype table, chapter 02's)"},
-    "03b_config": {"reading_order": "imports tffedu.modelfile (03d) lazily (open_model)"},
-    "06_planner": {"sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
-    "06a_runtime": {"reading_order": "runs chapter 07's CPU ops (OPS backend 'cpu')",
-                    "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
-    "08b_model": {"reading_order": "uses tffedu.sampling (chapter 14)",
-                  "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
-    "09_kvcache": {"sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
-    "10_cuda_basics": {"pictures": "plot cells without pictures (GPU run with MPLBACKEND=Agg)",
-                       "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
-    "11_matmul": {"pictures": "plot cells without pictures (GPU run with MPLBACKEND=Agg)",
-                  "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
-    "12_attention": {"pictures": "plot cells without pictures (GPU run with MPLBACKEND=Agg)",
-                     "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
-    "13_gpu_runtime": {"pictures": "gpu plot cells not yet executed on the H200",
-                       "reading_order": "imports tffedu.engine (14a)"},
-    "14_sampling": {"paths": "tqdm's warning with the path of a venv in an output",
-                    "sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
-    "14a_engine": {"sections": "no Summary / TFFInfer and us / Exercises yet (tmp/for_lead)"},
+    "06a_runtime": {"reading_order": "runs chapter 07's CPU ops (OPS backend 'cpu')"},
+    "08b_model": {"reading_order": "uses tffedu.sampling (chapter 14)"},
+    "10_cuda_basics": {"pictures": "gpu plot cells not re-executed on the H200 since the Agg backend lost them"},
+    "12_attention": {"pictures": "gpu plot cells not re-executed on the H200 since the Agg backend lost them"},
 }
 
 # the tour runs the finished engine first, on purpose: it may use any module

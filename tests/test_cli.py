@@ -1,4 +1,5 @@
 """The `tffedu` command: output on stdout, one-line errors on stderr, exit codes (API.md)."""
+import json
 import subprocess
 import sys
 
@@ -64,9 +65,14 @@ def test_chat_streams_replies_turn_by_turn(tiny):
 
 
 def test_bench_prints_rates(tiny):
-    r = tffedu_cmd("bench", "-m", tiny, "-p", "32", "-n", "8")
+    "llama-bench's table (pp and tg rows), and the same rows as JSON for scripts."
+    r = tffedu_cmd("bench", "-m", tiny, "-p", "32", "-n", "8", "-r", "2")
     assert r.returncode == 0, r.stderr
-    assert "prefill  pp32" in r.stdout and "decode   tg8" in r.stdout
+    assert "| pp32 |" in r.stdout and "| tg8 |" in r.stdout
+    r = tffedu_cmd("bench", "-m", tiny, "-p", "0", "-n", "8", "-d", "16", "-r", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["test"] for x in rows] == ["tg8@d16"] and rows[0]["tps"] > 0 and rows[0]["reps"] == 2
 
 
 def test_cuda_device_is_a_clear_error_without_the_gpu_runtime(tiny):

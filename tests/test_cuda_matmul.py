@@ -82,7 +82,7 @@ def test_no_gpu_raises_device_error():
     if gpu_available():
         pytest.skip("a GPU is present")
     with pytest.raises(DeviceError):
-        cm.scratch("probe", 16)
+        cm.context()
 
 
 # ------------------------------------------------------------------ GPU helpers

@@ -4,9 +4,10 @@ streaming, stops, and errors that leave no state behind."""
 import numpy as np
 import pytest
 
+import tffedu.engine
 import tffedu.model
 from tffedu.engine import Engine, engine_of, generate_batch, stream
-from tffedu.errors import ContextOverflowError, SamplingError
+from tffedu.errors import ContextOverflowError, EngineError, SamplingError
 from hf_models import hf_logits, rel_err, tiny_qwen3, write_gguf
 
 
@@ -15,9 +16,14 @@ def model(tmp_path_factory):
     "A tiny random Qwen3 (GQA 2:1, head_dim 16) with a real (truncated) Qwen2 vocabulary."
     hf = tiny_qwen3(hidden=64, heads=4, kv_heads=2, seed=5, std=0.08)
     path = write_gguf(hf, tmp_path_factory.mktemp("engine") / "m.gguf", "F32")
-    m = tffedu.model.load(path, n_ctx=256)
+    m = tffedu.engine.load(path, n_ctx=256)
     m.hf = hf
     return m
+
+
+def contiguous(model, prompt, **kw):
+    "Chapter 08's one-sequence loop over a contiguous cache: the oracle of the engine."
+    return tffedu.model.Model.generate(model, prompt, **kw)
 
 
 def prompts_of(model, n, rng, lo=3, hi=40):
@@ -36,9 +42,9 @@ def test_paged_logits_equal_contiguous_and_hf(model, page_size):
         eng.add(ids[:L], max_new_tokens=1)
     step = eng._admit()
     assert len(step.reqs) == len(ids)               # one prefill step of 23 sequences
-    paged = eng._forward(step)
-    contiguous = model.logits(ids)
-    assert rel_err(paged, contiguous) < 1e-5
+    paged = eng._forward(step, logits=True)[1]
+    assert rel_err(paged, tffedu.model.Model.logits(model, ids)) < 1e-5   # the contiguous cache
+    assert rel_err(model.logits(ids), tffedu.model.Model.logits(model, ids)) < 1e-5
     assert rel_err(paged, hf_logits(model.hf, ids)) < 1e-4
 
 
@@ -46,6 +52,7 @@ def test_batch_equals_one_at_a_time_greedy(model):
     rng = np.random.default_rng(0)
     prompts = prompts_of(model, 6, rng)
     alone = [model.generate(p, max_new_tokens=12) for p in prompts]
+    assert [a.tokens for a in alone] == [contiguous(model, p, max_new_tokens=12).tokens for p in prompts]
     for caching in (False, True):
         engine_of(model, max_batch=4, prefix_caching=caching)   # 6 prompts, 4 slots: some wait
         outs = model.generate_batch(prompts, max_new_tokens=12)
@@ -57,6 +64,7 @@ def test_batch_equals_one_at_a_time_sampled(model):
     prompts = prompts_of(model, 5, np.random.default_rng(1))
     kw = dict(max_new_tokens=10, temperature=0.9, top_k=50, top_p=0.9, seed=123)
     alone = [model.generate(p, **kw).tokens for p in prompts]
+    assert alone == [contiguous(model, p, **kw).tokens for p in prompts]
     assert [o.tokens for o in generate_batch(model, prompts, **kw)] == alone
 
 
@@ -135,7 +143,7 @@ def test_errors_leave_no_state(model):
         model.generate_batch("a single string")
     assert not eng.busy and eng.cache.n_free_pages == eng.cache.num_pages
     assert model.generate_batch(prompts, max_new_tokens=0)[0].tokens == []
-    with pytest.raises(SamplingError, match="max_batch"):
+    with pytest.raises(EngineError, match="max_batch"):
         Engine(model, max_batch=0)
 
 

@@ -1,19 +1,23 @@
-"""Model.generate (chapter 08): greedy vs HF, seeded sampling, filters, stops, errors, streaming."""
+"""Model.generate: greedy vs HF, seeded sampling, filters, stops, errors — for chapter 08's
+contiguous-cache loop (`tffedu.model.load`) and for the engine every user gets (`tffedu.load`)."""
 
 import numpy as np
 import pytest
 import torch
 
+import tffedu.engine
 import tffedu.model
 from tffedu.errors import SamplingError
+
+LOADERS = {"contiguous": tffedu.model.load, "engine": tffedu.engine.load}
 from hf_models import tiny_qwen3, write_gguf
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+@pytest.fixture(scope="module", params=list(LOADERS))
+def pair(request, tmp_path_factory):
     hf = tiny_qwen3(hidden=64, heads=4, kv_heads=2, seed=11, std=0.08)
     path = write_gguf(hf, tmp_path_factory.mktemp("gen") / "m.gguf", "F32")
-    return hf, tffedu.model.load(path), path
+    return hf, LOADERS[request.param](path), path
 
 
 def hf_next_logits(hf, ids):
@@ -101,12 +105,14 @@ def test_stop_string(pair):
 
 def test_callback_batch_and_zero_tokens(pair):
     _, m, _ = pair
-    seen = []
-    out = m.generate([3, 4], max_new_tokens=5, callback=seen.append)
-    assert seen == out.tokens
-    batch = m.generate_batch([[3, 4], [5, 6, 7]], max_new_tokens=5)
-    assert batch[0].tokens == out.tokens
-    assert batch[1].tokens == m.generate([5, 6, 7], max_new_tokens=5).tokens
+    out = m.generate([3, 4], max_new_tokens=5)
+    if hasattr(m, "generate_batch"):       # the engine
+        batch = m.generate_batch([[3, 4], [5, 6, 7]], max_new_tokens=5)
+        assert batch[0].tokens == out.tokens
+        assert batch[1].tokens == m.generate([5, 6, 7], max_new_tokens=5).tokens
+    else:                                  # chapter 08's loop reports every token to a callback
+        seen = []
+        assert m.generate([3, 4], max_new_tokens=5, callback=seen.append).tokens == seen == out.tokens
     empty = m.generate([3, 4], max_new_tokens=0)
     assert empty.tokens == [] and empty.text == ""
 
@@ -121,13 +127,14 @@ def test_bad_parameters_are_named(pair, kw, msg):
         m.generate([1, 2], **kw)
 
 
-def test_weights_only_file_takes_ids_not_text(tmp_path):
+@pytest.mark.parametrize("loader", list(LOADERS))
+def test_weights_only_file_takes_ids_not_text(tmp_path, loader):
     from tffedu.errors import ModelError
     hf = tiny_qwen3(seed=12)
-    m = tffedu.model.load(write_gguf(hf, tmp_path / "bare.gguf", tokenizer=False))
+    m = LOADERS[loader](write_gguf(hf, tmp_path / "bare.gguf", tokenizer=False))
     assert m.tokenizer is None
     assert len(m.generate([1, 2, 3], max_new_tokens=3, ignore_eos=True).tokens) == 3
     with pytest.raises(ModelError, match="no tokenizer"):
         m.generate("hello", max_new_tokens=3)
-    with pytest.raises(ModelError, match="empty"):
+    with pytest.raises(SamplingError, match="empty"):
         m.generate([], max_new_tokens=3)

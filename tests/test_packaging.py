@@ -50,3 +50,17 @@ def test_nbdev_export_is_in_sync(tmp_path):
     new = [str(p.relative_to(tmp_path)) for p in (tmp_path / "tffedu").rglob("*.py")
            if not (ROOT / p.relative_to(tmp_path)).exists()]
     assert not changed and not new, f"run nbdev-export: out of sync {changed + new}"
+
+
+def test_wheel_ships_the_kernels(tmp_path):
+    "A wheel built from the project holds every .cu/.cuh of kernels/ under tffedu/kernels, unchanged."
+    import importlib.util
+    import zipfile
+    offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *offline, "-q",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("tffedu-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = {n.split("/")[-1]: zf.read(n) for n in zf.namelist() if n.startswith("tffedu/kernels/")}
+    sources = {p.name: p.read_bytes() for p in (ROOT / "kernels").iterdir() if p.suffix in (".cu", ".cuh")}
+    assert sources and shipped == sources

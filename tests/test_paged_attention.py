@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tffedu.errors import ShapeError
 from tffedu.factory import OPS
-from tffedu.kvcache import KVCache, paged_attention, paged_attention_decode
+from tffedu.kvcache import KVCache, paged_attention, paged_attention_decode, paged_attention_varlen
 
 
 def sdpa(q, k, v, positions, scale=None):
@@ -64,8 +64,16 @@ def test_random_positions_and_scale(P, S, T, gqa, D, seed, data):
     pos = np.array(data.draw(st.lists(st.integers(0, S - 1), min_size=T, max_size=T)))
     scale = data.draw(st.sampled_from([None, 0.05, 1.0]))
     q = rng.standard_normal((T, Hq, D)).astype(np.float32)
-    got = paged_attention(q, c.k[0], c.v[0], c.page_table("s"), S, scale=scale, positions=pos)
+    # one sequence of T rows at those positions, nothing new to store (slots -1)
+    no_kv = np.zeros((T, Hkv, D), np.float32)
+    got = paged_attention_varlen(q, no_kv, no_kv, c.k[0], c.v[0], np.full(T, -1, np.int32),
+                                 c.page_table("s")[None], np.array([S], np.int32),
+                                 np.array([0, T], np.int32), pos.astype(np.int32), scale=scale)
     np.testing.assert_allclose(got, sdpa(q, k, v, pos, scale), atol=2e-5)
+    if T <= S:   # the last T positions: the single-sequence op
+        last = np.arange(S - T, S)
+        np.testing.assert_allclose(paged_attention(q, c.k[0], c.v[0], c.page_table("s"), S, scale=scale),
+                                   sdpa(q, k, v, last, scale), atol=2e-5)
 
 
 def test_decode_batch_with_shared_prefix_and_out():
@@ -101,8 +109,8 @@ def test_shape_errors():
         paged_attention(np.zeros((1, 3, 8), np.float32), c.k[0], c.v[0], c.page_table(0), 6)
     with pytest.raises(ShapeError):  # head_dim mismatch
         paged_attention(np.zeros((1, 4, 4), np.float32), c.k[0], c.v[0], c.page_table(0), 6)
-    with pytest.raises(ShapeError):  # position beyond seq_len
-        paged_attention(np.zeros((1, 4, 8), np.float32), c.k[0], c.v[0], c.page_table(0), 6, positions=[6])
+    with pytest.raises(ShapeError):  # more queries than positions
+        paged_attention(np.zeros((7, 4, 8), np.float32), c.k[0], c.v[0], c.page_table(0), 6)
     with pytest.raises(ShapeError):  # page table too short for seq_len
         paged_attention(np.zeros((1, 4, 8), np.float32), c.k[0], c.v[0], c.page_table(0)[:1], 6)
     with pytest.raises(ShapeError):

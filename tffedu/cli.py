@@ -162,18 +162,62 @@ def _chat_turn(model, tok, messages, args, extra, hidden):
         return "".join(reply).strip()
 
 
-def cmd_bench(args):
+def bench(model, p: int = 512, n: int = 128, depth: int = 0, reps: int = 3,
+          cuda_graphs: bool = True) -> list[dict]:
+    """llama-bench's two tests through the engine: `pp{p}` = prompt tokens per second of a fresh
+    prefill of p tokens; `tg{n}` = n decode steps of one sequence after `depth` tokens of context,
+    tokens per second. Each is run once to warm up (graphs planned, kernels compiled, decode steps
+    captured), then `reps` times; rows {test, tps (mean), std, reps}."""
     import numpy as np
+    from .engine import Engine
+    V = model.config.vocab_size
+    rng = np.random.default_rng(0)
+    eng = Engine(model, max_batch=1, token_budget=max(p, 1), prefix_caching=False,
+                 cuda_graphs=cuda_graphs)
+
+    def prefill(n_tok):   # seconds of one prefill step of n_tok fresh random tokens
+        req = eng.add(rng.integers(0, V, n_tok).tolist(), max_new_tokens=1, ignore_eos=True)
+        t0 = time.perf_counter()
+        eng.step()
+        dt = time.perf_counter() - t0
+        eng.cancel(req)
+        return dt
+
+    def decode():         # seconds of n decode steps at `depth` tokens of context
+        req = eng.add(rng.integers(0, V, depth + 1).tolist(), max_new_tokens=n + 1, ignore_eos=True)
+        eng.step()                                     # the prefill gives the first token
+        t0 = time.perf_counter()
+        while not req.done:
+            eng.step()
+        return time.perf_counter() - t0
+
+    rows = []
+    for test, fn, count in ((f"pp{p}", lambda: prefill(p), p), (f"tg{n}", decode, n)):
+        if count <= 0:
+            continue
+        fn()                                           # warm-up
+        tps = np.array([count / fn() for _ in range(reps)])
+        name = test + (f"@d{depth}" if depth and test.startswith("tg") else "")
+        rows.append(dict(test=name, tps=float(tps.mean()), std=float(tps.std()), reps=reps))
+    return rows
+
+
+def cmd_bench(args):
+    import json
     model = _load(args)
-    prompt = np.random.default_rng(0).integers(0, model.config.vocab_size, size=args.p).tolist()
-    model.logits(prompt[:8])                      # warm-up: weight caches, first graphs
-    t0 = time.perf_counter()
-    model.logits(prompt)
-    pp = args.p / (time.perf_counter() - t0)
-    out = model.generate(prompt[:16], max_new_tokens=args.n, ignore_eos=True)
-    print(f"model    {args.model or 'default (SmolLM2-135M-Instruct Q4_1)'} on {args.device}")
-    print(f"prefill  pp{args.p}: {pp:9.1f} tokens/s")
-    print(f"decode   tg{args.n}: {out.decode_tokens_per_s:9.1f} tokens/s")
+    rows = bench(model, args.p, args.n, args.depth, args.reps, cuda_graphs=not args.no_cuda_graphs)
+    c = model.config
+    size = sum(w.nbytes for w in model.weights.values())
+    name = args.model or "default (SmolLM2-135M-Instruct Q4_1)"
+    if args.json:
+        print(json.dumps([dict(model=name, arch=c.arch, size_bytes=size, device=args.device, **r) for r in rows]))
+        return
+    print(f"| model | size | backend | test | t/s |")
+    print(f"| --- | ---: | --- | --- | ---: |")
+    for r in rows:
+        print(f"| {name} ({c.arch}, {c.n_layer} layers) | {size / 2**30:.2f} GiB | {args.device}"
+              f"{'' if args.device == 'cpu' or not args.no_cuda_graphs else ' (eager)'} | {r['test']} | "
+              f"{r['tps']:.2f} ± {r['std']:.2f} |")
 
 
 def build_parser():
@@ -211,8 +255,12 @@ def build_parser():
 
     b = sub.add_parser("bench", help="prefill and decode tokens/s")
     model_args(b)
-    b.add_argument("-p", type=_positive_int, default=512, help="prompt tokens (default 512)")
-    b.add_argument("-n", type=_positive_int, default=128, help="decode tokens (default 128)")
+    b.add_argument("-p", type=_nonneg_int, default=512, help="prompt tokens (default 512; 0: no prefill test)")
+    b.add_argument("-n", type=_nonneg_int, default=128, help="decode tokens (default 128; 0: no decode test)")
+    b.add_argument("-d", "--depth", type=_nonneg_int, default=0, help="context tokens before decoding (default 0)")
+    b.add_argument("-r", "--reps", type=_positive_int, default=3, help="repetitions (default 3)")
+    b.add_argument("--no-cuda-graphs", action="store_true", help="launch decode steps eagerly (to compare)")
+    b.add_argument("--json", action="store_true", help="one JSON list of rows on stdout")
     b.set_defaults(fn=cmd_bench)
     return p
 

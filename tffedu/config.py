@@ -16,8 +16,7 @@ from .quant import DEQUANTIZE
 
 # %% auto #0
 __all__ = ['SUPPORTED_ARCHS', 'ROPE_TYPES', 'ROPE_SCALINGS', 'LIMITS', 'ROPE_BASE_RANGE', 'MAX_PROJ', 'HF_ARCHS', 'ModelConfig',
-           'rope_scale', 'config_from_gguf', 'config_from_hf', 'weight_shapes', 'check_tensors', 'open_model',
-           'detect_format']
+           'rope_scale', 'config_from_gguf', 'config_from_hf', 'weight_shapes', 'check_tensors']
 
 # %% ../notebooks/03b_config.ipynb #b3702d33
 SUPPORTED_ARCHS = ("qwen3", "llama")
@@ -347,15 +346,3 @@ def check_tensors(c: ModelConfig, shapes: dict, types: dict | None = None,
 
 
 ModelConfig.weight_shapes = weight_shapes
-
-# %% ../notebooks/03b_config.ipynb #0e486517
-def open_model(path):
-    "Transitional: use tffedu.modelfile.open_model (kept until chapter 08b imports it from there)."
-    from tffedu.modelfile import open_model as _open   # noqa: the one upward import, to be removed
-    return _open(path)
-
-
-def detect_format(path) -> str:
-    "Transitional: use tffedu.modelfile.detect_format (kept until chapter 08b imports it from there)."
-    from tffedu.modelfile import detect_format as _detect   # noqa: as above
-    return _detect(path)

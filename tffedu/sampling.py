@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['SamplingParams', 'apply_repetition_penalty', 'top_k_mask', 'top_p_mask', 'min_p_mask', 'process_logits', 'sample']
 
-# %% ../notebooks/14_sampling.ipynb #234f44a2
+# %% ../notebooks/14_sampling.ipynb #bf0bb519
 """Sampling (chapter 14): SamplingParams and sample(), with HF transformers' filter semantics."""
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import SamplingError
 
-# %% ../notebooks/14_sampling.ipynb #9b62f91c
+# %% ../notebooks/14_sampling.ipynb #121a52eb
 def _check_real(name: str, value, lo: float, hi: float, lo_open=False, hi_open=False) -> float:
     if isinstance(value, bool) or not isinstance(value, Real) or not np.isfinite(value):
         raise SamplingError(f"{name} must be a finite number, got {value!r}")
@@ -59,7 +59,7 @@ class SamplingParams:
         "A fresh Generator for one sequence (seeded if seed is set)."
         return np.random.default_rng(self.seed)
 
-# %% ../notebooks/14_sampling.ipynb #41981d32
+# %% ../notebooks/14_sampling.ipynb #cf7df79e
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max())
     return e / e.sum()
@@ -111,13 +111,17 @@ def process_logits(logits: np.ndarray, params: SamplingParams, context=None) -> 
     x = apply_repetition_penalty(logits, context, params.repetition_penalty)
     if params.greedy:
         return x
-    x /= params.temperature
+    with np.errstate(over="ignore"):
+        y = x / params.temperature
+    if np.isinf(y[np.isfinite(x)]).any():        # a temperature so small it overflows: its limit,
+        y = np.where(x == x.max(), 0.0, -np.inf)  # greedy (uniform over the tied maxima)
+    x = y
     for keep in (lambda y: top_k_mask(y, params.top_k), lambda y: top_p_mask(y, params.top_p),
                  lambda y: min_p_mask(y, params.min_p)):
         x = np.where(keep(x), x, -np.inf)
     return x
 
-# %% ../notebooks/14_sampling.ipynb #3e14b9e0
+# %% ../notebooks/14_sampling.ipynb #10e201f0
 def _per_row(value, n: int, name: str) -> list:
     if isinstance(value, (list, tuple)):
         if len(value) != n:

@@ -1,29 +1,89 @@
-"""Chapter 13 exercises: batch buckets (reference: brute force) and varlen packing (reference:
-torch.cat and torch.cumsum)."""
+"""Chapter 13 exercises: what a step copies (reference: the executor's own layout), bucket
+padding (reference: brute force), and the qk-norm + RoPE lowering rule (reference: the runner's
+`lower` on real Qwen3 graphs, and the numbers of the unfused graph)."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
-import torch
+
+from tffedu.config import ModelConfig
+from tffedu.factory import OPS
+from tffedu.graph import fuse
+from tffedu.models.qwen3 import CREATORS
+from tffedu.runner import PagedGraphs, bucket, lower
+from tffedu.runtime import Executor
+from tffedu.tensor import F32
+
+CFG = ModelConfig(arch="qwen3", n_layer=2, hidden_size=64, n_head=4, n_head_kv=2, head_dim=16, ffn_size=96,
+                  vocab_size=50, context_length=256, rms_eps=1e-6, rope_base=1e4, qk_norm=True)
 
 
-def test_ch13_1_bucket_for(impl):
-    buckets = [1, 2, 4, 8, 16, 32, 64]
-    for n in range(1, 65):
-        assert impl.bucket_for(n, buckets) == min(b for b in buckets if b >= n)
+def graphs():
+    pg = PagedGraphs(CREATORS.create("qwen3", CFG, 256, {}), (8, 4, 2, 16))
+    return pg, [pg.build(k, n, b, p) for k, n, b, p in
+                (("decode", 1, 1, 1), ("decode", 4, 4, 2), ("prefill", 16, 2, 4), ("logits", 8, 1, 2))]
+
+
+def test_ch13_1_step_input_bytes(impl):
+    pg, _ = graphs()
+    for B in (1, 2, 4, 16):
+        for P in (1, 3, 8, 64):
+            ex = Executor(pg.build("decode", B, B, P), "cpu")      # the CPU packs to 64 bytes
+            assert impl.step_input_bytes(B, P, 64) == ex.input_bytes, (B, P)
+    assert impl.step_input_bytes(1, 1, 256) == 7 * 256
+
+
+def test_ch13_2_padding(impl):
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 33, 200).tolist()
+    pow2 = [1, 2, 4, 8, 16, 32]
+    assert impl.padding(sizes, pow2) == sum(bucket(n) - n for n in sizes)
+    assert impl.padding(sizes, list(range(1, 33))) == 0
+    assert impl.padding([3, 5], [8, 4]) == 1 + 3
     with pytest.raises(ValueError):
-        impl.bucket_for(65, buckets)
+        impl.padding([40], pow2)
 
 
-def test_ch13_2_pack_varlen(impl):
-    seqs = [[5, 6, 7], [1], [9, 9, 9, 9, 2], [3, 4]]
-    tokens, cu = impl.pack_varlen(seqs)
-    ref_t = torch.cat([torch.tensor(s) for s in seqs])
-    ref_cu = torch.nn.functional.pad(torch.cumsum(torch.tensor([len(s) for s in seqs]), 0), (1, 0))
-    np.testing.assert_array_equal(tokens, ref_t.numpy())
-    np.testing.assert_array_equal(cu, ref_cu.numpy())
-    assert np.asarray(cu).dtype == np.int32
+def _twin(x, w, pos, out=None, eps=1e-6, **rope):
+    "The fused op on the CPU: what it replaces, rope(rmsnorm(x, w), pos)."
+    y = OPS.get("rmsnorm", "cpu")(x, w, eps=eps)
+    return OPS.get("rope", "cpu")(y, pos, out=out, **rope)
 
 
-WRONG = {"test_ch13_1_bucket_for": {"next-power-of-two": {"bucket_for": lambda n, b: 1 << (n - 1).bit_length() if n <= 64 else 1 / 0}},
-         "test_ch13_2_pack_varlen": {"ends-only": {"pack_varlen": lambda seqs: (
-             np.concatenate([np.asarray(s, np.int32) for s in seqs]),
-             np.cumsum([len(s) for s in seqs]).astype(np.int32))}}}
+def test_ch13_3_fuse_qk_norm_rope(impl):
+    _, gs = graphs()
+    for g in gs:
+        mine, ref = fuse(g, [impl.fuse_qk_norm_rope]), lower(g, "cuda")
+        assert [(n.name, n.op, [i.name for i in n.inputs], n.attrs) for n in mine.nodes] == \
+               [(n.name, n.op, [i.name for i in n.inputs], n.attrs) for n in ref.nodes], g.name
+        assert sum(n.op == "qk_norm_rope" for n in mine.nodes) == 2 * CFG.n_layer
+    # the lowered graph computes what the unfused one does (on the CPU, with a twin of the fused op)
+    g = gs[2]
+    rng = np.random.default_rng(1)
+    weights = {n.name: (0.2 * rng.standard_normal(n.shape)).astype(np.float32)
+               for n in g.nodes if n.kind == "weight"}
+    pages = {n.name: np.zeros(n.shape, np.float32) for n in g.nodes if n.kind == "state"}
+    feed = dict(ids=rng.integers(0, 50, 16).astype(np.int32), pos=np.r_[np.arange(10), np.arange(6)].astype(np.int32),
+                slots=np.r_[np.arange(10), 16 + np.arange(6)].astype(np.int32),
+                page_tables=np.array([[0, 1, 2, -1], [4, 5, -1, -1]], np.int32),
+                seq_lens=np.array([10, 6], np.int32), cu_seqlens=np.array([0, 10, 16], np.int32),
+                last=np.array([9, 15], np.int32))
+
+    class Ops:
+        def get(self, op, backend):
+            return _twin if op == "qk_norm_rope" else OPS.get(op, backend)
+    a = Executor(g, "cpu").bind(weights).bind({k: v.copy() for k, v in pages.items()}).run(feed)["logits"]
+    fused = fuse(g, [impl.fuse_qk_norm_rope])
+    b = Executor(fused, "cpu", ops=Ops()).bind(weights).bind({k: v.copy() for k, v in pages.items()}).run(feed)["logits"]
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+WRONG = {
+    "test_ch13_1_step_input_bytes": {"no cu_seqlens extra": {"step_input_bytes": lambda B, P, align=256: sum(
+        -(-4 * n // align) * align for n in (B, B, B, B, B * P, B, B))}},
+    "test_ch13_2_padding": {"largest bucket": {"padding": lambda sizes, buckets: sum(max(buckets) - n for n in sizes)}},
+    "test_ch13_3_fuse_qk_norm_rope": {
+        "fuses a shared norm": {"fuse_qk_norm_rope": lambda n, users: None if n.op != "rope" or n.inputs[0].op != "rmsnorm"
+                                else replace(n, op="qk_norm_rope", inputs=(*n.inputs[0].inputs, n.inputs[1]),
+                                             attrs={**n.attrs})}},
+}

@@ -1,0 +1,394 @@
+"""One contract per op name on every backend (issue 9): a table of the inputs and attributes the
+model creators and the runner really pass (partial rotary, linear RoPE scale, GQA ratios, head
+dims 64 and 128 and small ones, every weight type, paged varlen batches), fed to every registered
+(op, backend) pair.
+
+On the CPU each op is checked against an independent reference (float64 numpy, or torch); on the
+GPU each op is checked against the CPU op (the contract) — or, for the GPU-only fused/helper ops,
+against the composition of CPU ops it stands for. A registered op without a case fails the test,
+so a new op cannot arrive without its contract.
+"""
+import math
+
+import gguf
+import numpy as np
+import pytest
+import torch
+
+from tffedu.factory import OPS
+from tffedu.tensor import DTYPES, Tensor
+
+RNG = np.random.default_rng(0)
+
+
+def q8_0(w: np.ndarray) -> np.ndarray:
+    "Raw Q8_0 blocks of w (gguf-py, the real format)."
+    return gguf.quants.quantize(np.ascontiguousarray(w, np.float32), gguf.GGMLQuantizationType.Q8_0)
+
+
+def weight(w: np.ndarray, kind: str):
+    "A weight as the model file gives it: a tffedu Tensor of `kind` (quantized: raw blocks)."
+    if kind == "F32":
+        return Tensor.from_numpy(np.ascontiguousarray(w, np.float32))
+    if kind == "F16":
+        return Tensor.from_numpy(w.astype(np.float16))
+    if kind == "BF16":
+        return Tensor.from_numpy((w.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16), DTYPES["BF16"])
+    qt = getattr(gguf.GGMLQuantizationType, kind)
+    return Tensor.from_numpy(gguf.quants.quantize(np.ascontiguousarray(w, np.float32), qt), DTYPES[kind])
+
+
+def dequant(t) -> np.ndarray:
+    "float64 values of a weight Tensor, by gguf-py (not our code)."
+    name = t.dtype.name
+    raw = t.numpy()
+    if name in ("F32", "F16"):
+        return raw.astype(np.float64)
+    if name == "BF16":
+        return (raw.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return gguf.quants.dequantize(raw, getattr(gguf.GGMLQuantizationType, name)).astype(np.float64)
+
+
+def rmsnorm_ref(x, w, eps):
+    x = x.astype(np.float64)
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * dequant(w)
+
+
+def rope_ref(x, pos, theta=10000.0, mode="neox", n_dims=None, freq_scale=1.0):
+    x = x.astype(np.float64)
+    n = x.shape[-1] if n_dims is None else n_dims
+    j = np.arange(n // 2)
+    ang = np.asarray(pos, np.float64)[:, None] * freq_scale * theta ** (-2.0 * j / n)
+    c, s = np.cos(ang)[:, None], np.sin(ang)[:, None]
+    ia = j if mode == "neox" else 2 * j
+    ib = ia + (n // 2 if mode == "neox" else 1)
+    y = x.copy()
+    y[..., ia] = x[..., ia] * c - x[..., ib] * s
+    y[..., ib] = x[..., ia] * s + x[..., ib] * c
+    return y
+
+
+def sdpa(q, k, v, pos, scale=None):
+    "torch float64: q [T, Hq, D] at positions pos over k, v [S, Hkv, D]; key j visible if j <= pos."
+    g = q.shape[1] // k.shape[1]
+    qt = torch.from_numpy(q.astype(np.float64)).transpose(0, 1)
+    kt = torch.from_numpy(k.astype(np.float64)).repeat_interleave(g, 1).transpose(0, 1)
+    vt = torch.from_numpy(v.astype(np.float64)).repeat_interleave(g, 1).transpose(0, 1)
+    mask = torch.arange(len(k))[None, :] <= torch.as_tensor(np.asarray(pos))[:, None]
+    o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale)
+    return o.transpose(0, 1).numpy()
+
+
+def f32(*shape, scale=1.0):
+    return (scale * RNG.standard_normal(shape)).astype(np.float32)
+
+
+def norm_w(n):
+    return Tensor.from_numpy((1 + 0.1 * RNG.standard_normal(n)).astype(np.float32))
+
+
+# ---- a paged batch as the engine builds it ---------------------------------------------------------
+def paged_batch(chunks, starts, Hq, Hkv, D, page_size, decode=False, pad_rows=0, pad_seqs=0):
+    """Sequences with `starts[b]` cached tokens and `chunks[b]` new ones, pages scattered over a
+    pool; the batch arrays padded like the engine's buckets. Returns (args, refs) where refs hold
+    each sequence's full K/V for the reference."""
+    B = len(chunks)
+    lens = [s + n for s, n in zip(starts, chunks)]
+    need = [-(-L // page_size) for L in lens]
+    P = sum(need) + 3
+    perm = RNG.permutation(P)
+    tables, used = [], 0
+    for n in need:
+        tables.append(perm[used:used + n])
+        used += n
+    max_pages = max(need)
+    k_pages = (0.5 * RNG.standard_normal((P, page_size, Hkv, D))).astype(np.float16)
+    v_pages = (0.5 * RNG.standard_normal((P, page_size, Hkv, D))).astype(np.float16)
+    N = sum(chunks)
+    q, k, v = f32(N + pad_rows, Hq, D), f32(N + pad_rows, Hkv, D, scale=0.5), f32(N + pad_rows, Hkv, D, scale=0.5)
+    Bb = B + pad_seqs
+    slots = np.full(N + pad_rows, -1, np.int32)
+    pos = np.zeros(N + pad_rows, np.int32)
+    pt = np.full((Bb, max_pages), -1, np.int32)
+    seq_lens = np.zeros(Bb, np.int32)
+    cu = np.zeros(Bb + 1, np.int32)
+    row = 0
+    for b, (s, n) in enumerate(zip(starts, chunks)):
+        pt[b, :need[b]] = tables[b]
+        t = np.arange(s, s + n)
+        slots[row:row + n] = tables[b][t // page_size] * page_size + t % page_size
+        pos[row:row + n] = t
+        seq_lens[b] = s + n
+        row += n
+        cu[b + 1:] = row
+    attrs = dict(decode=True) if decode else {}
+    return [q, k, v, k_pages, v_pages, slots, pt, seq_lens, cu, pos], attrs
+
+
+def varlen_ref(args, attrs):
+    "Store, then attend: float64 through the page tables, by torch SDPA; also the pages after."
+    q, k, v, kp, vp, slots, pt, lens, cu, pos = args
+    kp, vp = kp.copy(), vp.copy()
+    live = slots >= 0
+    kp.reshape(-1, *kp.shape[2:])[slots[live]] = k[live]
+    vp.reshape(-1, *vp.shape[2:])[slots[live]] = v[live]
+    out = np.zeros(q.shape)
+    ps = kp.shape[1]
+    for b in range(len(lens)):
+        lo, hi, S = cu[b], cu[b + 1], lens[b]
+        if hi > lo:
+            t = np.arange(S)
+            kk, vv = kp[pt[b][t // ps], t % ps], vp[pt[b][t // ps], t % ps]
+            out[lo:hi] = sdpa(q[lo:hi], kk, vv, pos[lo:hi])
+    return out, kp, vp
+
+
+# ---- the table -------------------------------------------------------------------------------------
+# (op, case id, make() -> (args, attrs), reference(args, attrs) -> expected, tolerances)
+# Tolerances: (CPU vs reference, GPU vs the CPU op), relative to max |expected|.
+CASES = []
+
+
+def case(op, name, tol_cpu=1e-5, tol_gpu=1e-5, gpu_only=False, cpu_only=False):
+    "gpu_only: a GPU op whose reference is the CPU ops it fuses; cpu_only: input types only the CPU reads."
+    def add(fn):
+        make, ref = fn()
+        CASES.append(dict(op=op, name=name, make=make, ref=ref, tol_cpu=tol_cpu, tol_gpu=tol_gpu,
+                          gpu_only=gpu_only, cpu_only=cpu_only))
+        return fn
+    return add
+
+
+for kind in ("F32", "F16", "BF16", "Q8_0"):
+    @case("get_rows", f"embedding {kind}", tol_gpu=1e-6)
+    def _(kind=kind):
+        tab = weight(f32(300, 64), kind)
+        ids = RNG.integers(0, 300, 17).astype(np.int32)
+        return (lambda: ([tab, ids], {})), (lambda a, kw: dequant(a[0])[a[1]])
+
+
+@case("get_rows", "last rows of a flat batch (activations)")
+def _():
+    x, last = f32(12, 48), np.array([3, 7, 11, 0], np.int32)
+    return (lambda: ([x, last], {})), (lambda a, kw: a[0][a[1]].astype(np.float64))
+
+
+for shape in ((5, 64), (3, 4, 128), (7, 2, 16), (2, 1536)):
+    @case("rmsnorm", f"x{list(shape)}", tol_gpu=2e-6)
+    def _(shape=shape):
+        x, w = f32(*shape), norm_w(shape[-1])
+        return (lambda: ([x, w], dict(eps=1e-6))), (lambda a, kw: rmsnorm_ref(a[0], a[1], kw["eps"]))
+
+for T, K, N in ((1, 64, 96), (3, 128, 200), (8, 96, 64), (9, 64, 130), (40, 256, 96)):
+    for kind in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"):
+        # the GPU reads Q8_0 as int8 activations (chapter 11): ~1e-2 at these small K; the GPU
+        # runner converts Q4_0/Q4_1 weights to F16 at load, its matmul never sees them
+        tg = {"Q8_0": 3e-2, "F16": 2e-3, "BF16": 1e-2}.get(kind, 1e-5)
+
+        @case("matmul", f"T{T} {K}->{N} {kind}", tol_cpu=1e-5, tol_gpu=tg, cpu_only=kind.startswith("Q4"))
+        def _(T=T, K=K, N=N, kind=kind):
+            x, w = f32(T, K), weight(f32(N, K, scale=0.1), kind)
+            return (lambda: ([x, w], {})), (lambda a, kw: a[0].astype(np.float64) @ dequant(a[1]).T)
+
+ROPE = [dict(theta=1e6, mode="neox"), dict(theta=1e4, mode="norm"), dict(theta=1e4, mode="neox", n_dims=32),
+        dict(theta=5e5, mode="norm", n_dims=48, freq_scale=0.25), dict(theta=1e6, mode="neox", freq_scale=0.5)]
+for attrs in ROPE:
+    for H, hd in ((4, 64), (2, 128)):
+        if attrs.get("n_dims", 0) > hd:
+            continue
+
+        @case("rope", f"{attrs} H{H} hd{hd}", tol_cpu=1e-5, tol_gpu=1e-5)
+        def _(attrs=attrs, H=H, hd=hd):
+            x, pos = f32(6, H, hd), np.array([0, 1, 7, 100, 4000, 31999], np.int32)
+            return (lambda: ([x, pos], dict(attrs))), (lambda a, kw: rope_ref(a[0], a[1], **kw))
+
+        @case("qk_norm_rope", f"{attrs} H{H} hd{hd}", tol_gpu=1e-5, gpu_only=True)
+        def _(attrs=attrs, H=H, hd=hd):
+            x, w, pos = f32(6, H, hd), norm_w(hd), np.array([0, 3, 9, 77, 5000, 20000], np.int32)
+            return (lambda: ([x, w, pos], dict(eps=1e-6, **attrs))), \
+                   (lambda a, kw: rope_ref(rmsnorm_ref(a[0], a[1], kw["eps"]), a[2],
+                                           **{k: v for k, v in kw.items() if k != "eps"}))
+
+for op in ("add", "swiglu"):
+    for shape in ((3, 96), (5, 7)):
+        @case(op, f"{list(shape)}", tol_gpu=1e-6)
+        def _(op=op, shape=shape):
+            a, b = f32(*shape), f32(*shape)
+            ref = (lambda x, y: x + y) if op == "add" else (lambda x, y: x / (1 + np.exp(-x)) * y)
+            return (lambda: ([a, b], {})), (lambda args, kw: ref(args[0].astype(np.float64), args[1]))
+
+for op, shape in (("silu", (4, 33)), ("mul", (4, 33))):
+    @case(op, f"{list(shape)}")
+    def _(op=op, shape=shape):
+        a, b = f32(*shape), f32(*shape)
+        if op == "silu":
+            return (lambda: ([a], {})), (lambda x, kw: x[0].astype(np.float64) / (1 + np.exp(-x[0].astype(np.float64))))
+        return (lambda: ([a, b], {})), (lambda x, kw: x[0].astype(np.float64) * x[1])
+
+
+@case("softmax", "[3, 151936] logits", tol_gpu=1e-5)
+def _():
+    x = f32(3, 151936, scale=3)
+    def ref(a, kw):
+        e = np.exp(a[0].astype(np.float64) - a[0].max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+    return (lambda: ([x], {})), ref
+
+
+@case("argmax", "[4, 50000]", tol_cpu=0, tol_gpu=0)
+def _():
+    x = f32(4, 50000)
+    return (lambda: ([x], {})), (lambda a, kw: np.argmax(a[0], -1))
+
+
+@case("cast", "F32 -> F16", tol_gpu=0, gpu_only=True)
+def _():
+    x = f32(5, 37)
+    return (lambda: ([x], dict(dtype="F16"))), (lambda a, kw: a[0].astype(np.float16).astype(np.float64))
+
+
+for Hq, Hkv, D in ((4, 4, 64), (8, 2, 128), (8, 1, 16)):
+    @case("attention", f"prefill Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
+    def _(Hq=Hq, Hkv=Hkv, D=D):
+        q, k, v = f32(9, Hq, D), f32(9, Hkv, D), f32(9, Hkv, D)
+        return (lambda: ([q, k, v], dict(causal=True))), (lambda a, kw: sdpa(a[0], a[1], a[2], np.arange(9)))
+
+    @case("attention", f"dense cache Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
+    def _(Hq=Hq, Hkv=Hkv, D=D):
+        ctx, start, T = 40, 11, 3
+        cache = f32(2, ctx, Hkv, D, scale=0.5)
+        q, k, v = f32(T, Hq, D), f32(T, Hkv, D), f32(T, Hkv, D)
+        pos = np.arange(start, start + T).astype(np.int32)
+
+        def ref(a, kw):
+            c = a[3].copy()
+            c[0, a[4]], c[1, a[4]] = a[1], a[2]
+            return sdpa(a[0], c[0, :start + T], c[1, :start + T], a[4])
+        return (lambda: ([q, k, v, cache.copy(), pos], {})), ref
+
+
+for ps, Hq, Hkv, D, L in ((16, 8, 2, 128, 37), (1, 4, 4, 64, 5), (32, 16, 2, 64, 70)):
+    @case("paged_attention", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D} L{L}", tol_cpu=1e-5, tol_gpu=3e-3)
+    def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L):
+        args, _ = paged_batch([3], [L - 3], Hq, Hkv, D, ps)
+        q, _, _, kp, vp, _, pt, lens, _, _ = args
+        sel = [q[:3], kp, vp, pt[0][pt[0] >= 0], int(lens[0])]
+
+        def ref(a, kw):
+            t = np.arange(a[4])
+            return sdpa(a[0], a[1][a[3][t // ps], t % ps], a[2][a[3][t // ps], t % ps], t[-len(a[0]):])
+        return (lambda: (sel, {})), ref
+
+    @case("paged_attention_decode", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
+    def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L):
+        args, _ = paged_batch([1, 1, 1], [L - 1, 3, 0], Hq, Hkv, D, ps)
+        q, _, _, kp, vp, _, pt, lens, _, _ = args
+        sel = [q, kp, vp, pt, lens]
+
+        def ref(a, kw):
+            out = np.zeros(a[0].shape)
+            for b, S in enumerate(a[4]):
+                t = np.arange(S)
+                out[b] = sdpa(a[0][b:b + 1], a[1][a[3][b][t // ps], t % ps], a[2][a[3][b][t // ps], t % ps], [S - 1])[0]
+            return out
+        return (lambda: (sel, {})), ref
+
+VARLEN = [("prefill mix, padded", dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 16, 8, 2, 128),
+          ("prefill, GQA 8:1, hd 64", dict(chunks=[17, 3], starts=[0, 0]), 4, 8, 1, 64),
+          ("decode B4, padded", dict(chunks=[1, 1, 1], starts=[40, 0, 7], decode=True, pad_seqs=1, pad_rows=1), 8, 4, 4, 128),
+          ("decode B2 page size 1", dict(chunks=[1, 1], starts=[9, 2], decode=True), 1, 16, 8, 64)]
+for name, spec, ps, Hq, Hkv, D in VARLEN:
+    @case("paged_attention_varlen", name, tol_cpu=1e-5, tol_gpu=3e-3)
+    def _(spec=spec, ps=ps, Hq=Hq, Hkv=Hkv, D=D):
+        return (lambda: paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)), \
+               (lambda a, kw: varlen_ref(a, kw)[0])
+
+
+@case("kv_store", "f16 pages, a padding slot", tol_cpu=0, tol_gpu=0)
+def _():
+    args, _ = paged_batch([4, 2], [0, 5], 4, 2, 64, 8, pad_rows=1)
+    _, k, v, kp, vp, slots, *_ = args
+    return (lambda: ([k, v, kp, vp, slots], {})), (lambda a, kw: varlen_ref(
+        [np.zeros((len(a[0]), 2, 64)), a[0], a[1], a[2], a[3], a[4], np.zeros((0, 1), np.int32),
+         np.zeros(0, np.int32), np.zeros(1, np.int32), np.zeros(len(a[0]), np.int32)], kw)[1])
+
+
+# ---- running a case -------------------------------------------------------------------------------
+def to_device(a):
+    "numpy arrays and host Tensors to 'cuda' Tensors (ints and other attrs as they are)."
+    if isinstance(a, np.ndarray):
+        return Tensor.from_numpy(np.ascontiguousarray(a)).to("cuda")
+    if isinstance(a, Tensor):
+        return a.to("cuda")
+    return a
+
+
+def host(x) -> np.ndarray:
+    if isinstance(x, tuple):
+        x = x[0]
+    if isinstance(x, Tensor):
+        if x.device == "cuda":
+            x = x.to("cpu")
+        d = x.dtype.name
+        a = x.numpy()
+        return (a.astype(np.uint32) << 16).view(np.float32) if d == "BF16" else np.asarray(a)
+    return np.asarray(x)
+
+
+def result(op, args, out):
+    "What an op call means: its output, and for the store ops the pages it wrote."
+    if op == "kv_store":
+        return host(args[2]).astype(np.float64)
+    return host(out).astype(np.float64)
+
+
+def rel(got, want) -> float:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert np.isfinite(got).all(), "non-finite values: an unwritten output?"
+    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+def call(op, backend, args, attrs):
+    fn = OPS.get(op, backend)
+    if backend == "cuda":
+        args = [to_device(a) for a in args]
+    else:
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    out = fn(*args, **attrs)
+    return result(op, args, out)
+
+
+def ids(c):
+    return f"{c['op']}: {c['name']}"
+
+
+@pytest.mark.parametrize("c", [c for c in CASES if not c["gpu_only"]], ids=ids)
+def test_cpu_op_against_its_reference(c):
+    args, attrs = c["make"]()
+    got = call(c["op"], "cpu", args, attrs)
+    want = c["ref"]([a.copy() if isinstance(a, np.ndarray) else a for a in args], attrs)
+    assert rel(got, want) <= c["tol_cpu"] + 1e-12
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("c", [c for c in CASES if not c["cpu_only"]], ids=ids)
+def test_cuda_op_keeps_the_cpu_contract(c):
+    if not OPS.has(c["op"], "cuda"):
+        pytest.skip(f"{c['op']} has no cuda implementation")
+    args, attrs = c["make"]()
+    got = call(c["op"], "cuda", args, attrs)
+    if c["gpu_only"] or not OPS.has(c["op"], "cpu"):
+        want = c["ref"]([a.copy() if isinstance(a, np.ndarray) else a for a in args], attrs)
+    else:
+        want = call(c["op"], "cpu", args, attrs)
+    err = rel(got, want)
+    print(f"{c['op']:24s} {c['name']:44s} rel err {err:.1e}")
+    assert err <= c["tol_gpu"] + 1e-12, err
+
+
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_every_registered_op_has_a_contract_case(backend):
+    covered = {c["op"] for c in CASES}
+    missing = sorted(set(OPS.ops(backend)) - covered)
+    assert not missing, f"ops registered on {backend!r} without a case here: {missing}"
