@@ -138,3 +138,16 @@ def test_tiny_temperature_is_greedy(model):
     p = jobs(1, 4)[0][0]
     assert model.generate(p, max_new_tokens=6, temperature=5e-324, seed=1).tokens == \
            model.generate(p, max_new_tokens=6).tokens
+
+
+def test_engine_and_load_sizes_are_bounded(model, tmp_path):
+    "A cache of a billion pages or a context past the trained one is an error at once, not a hang."
+    import time
+    from tffedu.engine import Engine
+    from tffedu.errors import EngineError, ModelError
+    t0 = time.perf_counter()
+    with pytest.raises(EngineError, match="pages"):
+        Engine(model, num_pages=10 ** 9)
+    with pytest.raises(ModelError, match="n_ctx"):
+        tffedu.engine.load(model.source.path, n_ctx=10 ** 9)
+    assert time.perf_counter() - t0 < 5
