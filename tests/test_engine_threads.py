@@ -1,6 +1,6 @@
 """One model shared (issue 10, API.md): calls from several threads and streams consumed in any
-order give exactly what the same calls give one after another; bad arguments are TffeduErrors
-that leave the engine as it was."""
+order give exactly what the same calls give one after another, on the CPU and on the GPU; bad
+arguments are TffeduErrors that leave the engine as it was."""
 import threading
 
 import numpy as np
@@ -12,10 +12,11 @@ from tffedu.errors import TffeduError
 from hf_models import tiny_qwen3, write_gguf
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory):
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def model(request, tmp_path_factory):
     hf = tiny_qwen3(hidden=64, heads=4, kv_heads=2, seed=21, std=0.08)
-    return tffedu.engine.load(write_gguf(hf, tmp_path_factory.mktemp("thr") / "m.gguf", "F32"), n_ctx=256)
+    path = write_gguf(hf, tmp_path_factory.mktemp("thr") / "m.gguf", "F32")
+    return tffedu.engine.load(path, device=request.param, n_ctx=256)
 
 
 def jobs(n, seed):

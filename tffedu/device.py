@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['DEVICES', 'normalize_device', 'cuda_driver', 'cuda_context', 'on_cuda_exit', 'cuda_available']
 
-# %% ../notebooks/02_device.ipynb #117dd5a1
+# %% ../notebooks/02_device.ipynb #7b16d777
 """Devices (chapter 02): names, and the CUDA primary context made on first use (never at import)."""
 import atexit
 import threading
@@ -32,7 +32,7 @@ def cuda_driver():
                           "install it with: pip install 'tffedu[cuda]'") from e
     return drv
 
-# %% ../notebooks/02_device.ipynb #9172d113
+# %% ../notebooks/02_device.ipynb #826cde06
 _CUDA = {"ctx": None}
 _local = threading.local()
 _lock = threading.Lock()
@@ -55,10 +55,28 @@ def cuda_context():
             _CUDA["ctx"] = drv.Device(0).retain_primary_context()
             atexit.register(_cuda_shutdown)
         ctx = _CUDA["ctx"]
-        if not getattr(_local, "pushed", False) and _current_context(drv) is None:
+        if getattr(_local, "push", None) is None and _current_context(drv) is None:
             ctx.push()          # contexts are current per thread
-            _local.pushed = True
+            _local.push = _ThreadPush(drv)
     return ctx
+
+
+class _ThreadPush:
+    """This thread's push of the context, popped when the thread ends: a PyCUDA thread must not
+    exit with a context still pushed (PyCUDA aborts the process then)."""
+
+    def __init__(self, drv):
+        self.drv, self.live = drv, True
+
+    def pop(self):
+        if self.live:
+            self.live = False
+            try:
+                self.drv.Context.pop()
+            except Exception:
+                pass
+
+    __del__ = pop       # runs on the ending thread, when its thread-local values go
 
 
 def _current_context(drv):
@@ -81,13 +99,14 @@ def _cuda_shutdown():
         except Exception:
             pass
     ctx = _CUDA["ctx"]
-    if ctx is not None and getattr(_local, "pushed", False):
+    push = getattr(_local, "push", None)
+    if ctx is not None and push is not None:
+        push.pop()
         try:
-            ctx.pop()
             ctx.detach()
         except Exception:
             pass
-        _local.pushed = False
+        _local.push = None
 
 
 _available = {}
