@@ -212,8 +212,8 @@ def cmd_bench(args):
     if args.json:
         print(json.dumps([dict(model=name, arch=c.arch, size_bytes=size, device=args.device, **r) for r in rows]))
         return
-    print(f"| model | size | backend | test | t/s |")
-    print(f"| --- | ---: | --- | --- | ---: |")
+    print("| model | size | backend | test | t/s |")
+    print("| --- | ---: | --- | --- | ---: |")
     for r in rows:
         print(f"| {name} ({c.arch}, {c.n_layer} layers) | {size / 2**30:.2f} GiB | {args.device}"
               f"{'' if args.device == 'cpu' or not args.no_cuda_graphs else ' (eager)'} | {r['test']} | "
