@@ -8,6 +8,7 @@ length, offset and size against the file before reading; tensors are zero-copy v
 """
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import stat
@@ -22,7 +23,7 @@ from .quant import GGML_TYPES, dequantize as _dequantize
 
 # %% auto #0
 __all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'ValueType', 'TensorInfo', 'open_regular',
-           'GGUFFile']
+           'read_text', 'read_json', 'GGUFFile']
 
 # %% ../notebooks/03_gguf.ipynb #872fec63
 GGUF_MAGIC = b"GGUF"
@@ -227,6 +228,27 @@ def open_regular(path, error=GGUFError):
                 else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
         raise error(f"{path}: is {kind}, not a regular file")
     return os.fdopen(fd, "rb")
+
+
+def read_text(path, limit: int, error=GGUFError) -> str:
+    "The text of a regular UTF-8 file of at most `limit` bytes; `error` naming the file otherwise."
+    with open_regular(path, error) as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{path}: larger than {limit} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+def read_json(path, limit: int, error=GGUFError):
+    "`read_text`, parsed as JSON (a config.json, a tokenizer.json)."
+    text = read_text(path, limit, error)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as e:   # RecursionError: "[[[[..." nested too deep
+        raise error(f"{path}: not valid JSON ({str(e)[:120]})") from None
 
 
 class GGUFFile:

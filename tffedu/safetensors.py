@@ -17,12 +17,12 @@ import numpy as np
 
 from .config import check_tensors, config_from_hf
 from .errors import ConfigError, ModelError, SafetensorsError
-from .gguf import open_regular
+from .gguf import open_regular, read_json
 from .quant import dequantize
 
 # %% auto #0
 __all__ = ['MAX_HEADER', 'MAX_RANK', 'MAX_JSON', 'ST_DTYPES', 'HF_TO_GGUF', 'STEntry', 'SafetensorsFile', 'gguf_name',
-           'permute_qk', 'HFModel', 'read_json', 'inspect_hf']
+           'permute_qk', 'HFModel', 'inspect_hf']
 
 # %% ../notebooks/03c_safetensors.ipynb #6a458b28
 MAX_HEADER = 100 * 1024 * 1024   # the safetensors spec caps the JSON header at 100 MB
@@ -174,7 +174,7 @@ class HFModel:
         folder = path if os.path.isdir(path) else os.path.dirname(path) or "."
         self.path = folder
         cfg_path = os.path.join(folder, "config.json")
-        self.hf_config = read_json(cfg_path, ConfigError, "the model config")
+        self.hf_config = read_json(cfg_path, MAX_JSON, ConfigError)
         self.config = config_from_hf(self.hf_config, cfg_path)    # checked before any file is opened
         self.files: list[SafetensorsFile] = []
         try:
@@ -264,24 +264,10 @@ class HFModel:
     def __repr__(self): return f"HFModel({self.path!r}, {self.config.arch}, {len(self.files)} files)"
 
 
-def read_json(path: str, error=SafetensorsError, what: str = "JSON", limit: int = MAX_JSON):
-    "The parsed JSON of a regular file of at most `limit` bytes; `error` naming the file otherwise."
-    with open_regular(path, error) as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise error(f"{path}: {what} is larger than {limit} bytes")
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise error(f"{path}: {what} is not UTF-8 ({e.reason} at byte {e.start})") from None
-    except (ValueError, RecursionError) as e:
-        raise error(f"{path}: {what} is not valid JSON ({str(e)[:120]})") from None
-
-
 def _shard_files(folder: str) -> list[str]:
     index = os.path.join(folder, "model.safetensors.index.json")
     if os.path.lexists(index):
-        spec = read_json(index, SafetensorsError, "the shard index")
+        spec = read_json(index, MAX_JSON, SafetensorsError)
         weight_map = spec.get("weight_map") if isinstance(spec, dict) else None
         if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
             raise SafetensorsError(f"{index}: 'weight_map' must map tensor names to file names")

@@ -824,25 +824,6 @@ MAX_TOKENIZER_JSON = 256 << 20   # the largest real tokenizer.json files are ~35
 MAX_TEMPLATE_FILE = 1 << 20
 
 
-def _read_hf_file(path, limit: int, parse: bool = True):
-    "The text (or JSON) of a tokenizer file: a regular file, UTF-8, at most `limit` bytes."
-    from tffedu.gguf import open_regular
-    with open_regular(path, TokenizerError) as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise TokenizerError(f"{path}: larger than {limit} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TokenizerError(f"{path}: not UTF-8 ({e.reason} at byte {e.start})") from None
-    if not parse:
-        return text
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise TokenizerError(f"{path}: not valid JSON ({str(e)[:120]})") from None
-
-
 def _token_content(v, where: str):
     "tokenizer_config.json writes a special token as a string or as {'content': ...}."
     c = v.get("content") if isinstance(v, dict) else v
@@ -862,13 +843,14 @@ def _from_hf_folder(cls, folder) -> Tokenizer:
     chat_template.jinja, generation_config.json when present). Byte-level BPE only."""
     import pathlib
     import unicodedata
+    from tffedu.gguf import read_json, read_text
     folder = pathlib.Path(folder)
 
     def read(name, limit=MAX_TOKENIZER_JSON):
         p = folder / name
         if not os.path.lexists(p):
             return {}
-        v = _read_hf_file(p, limit)
+        v = read_json(p, limit, TokenizerError)
         if not isinstance(v, dict):
             raise TokenizerError(f"{p}: the top level must be a JSON object, got {type(v).__name__}")
         return v
@@ -930,7 +912,7 @@ def _from_hf_folder(cls, folder) -> Tokenizer:
         template = next((t.get("template") for t in template if isinstance(t, dict)
                          and t.get("name") == "default"), None)
     if os.path.lexists(folder / "chat_template.jinja"):
-        template = _read_hf_file(folder / "chat_template.jinja", MAX_TEMPLATE_FILE, parse=False)
+        template = read_text(folder / "chat_template.jinja", MAX_TEMPLATE_FILE, TokenizerError)
     tok = cls(tokens, types, model.get("merges") or (), _hf_pre_name(spec.get("pre_tokenizer")),
               bos_id=bos_id, eos_id=tid("eos_token"), add_bos=bool(add_bos), pad_id=tid("pad_token"),
               unk_id=tid("unk_token"), chat_template=template if isinstance(template, str) else None)
