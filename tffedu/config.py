@@ -20,15 +20,24 @@ __all__ = ['SUPPORTED_ARCHS', 'ROPE_TYPES', 'ROPE_SCALINGS', 'LIMITS', 'ROPE_BAS
 
 # %% ../notebooks/03b_config.ipynb #b3702d33
 SUPPORTED_ARCHS = ("qwen3", "llama")
+
+
 ROPE_TYPES = {"qwen3": "neox", "llama": "norm"}   # llama.cpp's llama_model_rope_type()
+
+
 ROPE_SCALINGS = ("none", "default", "linear")     # what the RoPE op computes (chapter 07)
+
 
 # Sane upper bounds, far above every released model (Llama 3.1 405B: 126 layers, hidden 16384,
 # ffn 53248, 128 heads; vocabularies up to 262144). A file beyond them is corrupt or hostile: it
 # is refused here, before anything sized by these numbers is built or allocated.
 LIMITS = {"n_layer": 1024, "hidden_size": 1 << 16, "n_head": 1024, "n_head_kv": 1024,
           "head_dim": 1024, "ffn_size": 1 << 20, "vocab_size": 1 << 22, "context_length": 1 << 24}
+
+
 ROPE_BASE_RANGE = (1.0, 1e12)
+
+
 MAX_PROJ = 1 << 17   # rows of attn_q (n_head * head_dim) and attn_k/v: Llama 3.1 405B has 16384
 
 
@@ -68,7 +77,7 @@ class ModelConfig:
 
     def to_dict(self) -> dict: return asdict(self)
 
-
+# %% ../notebooks/03b_config.ipynb #59d0fdf7
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
@@ -121,7 +130,7 @@ def _check_config(c: ModelConfig) -> None:
             _bad(name, f"{name} must be a bool, got {getattr(c, name)!r}")
     rope_scale(c.rope_scaling)
 
-
+# %% ../notebooks/03b_config.ipynb #97f19f78
 def rope_scale(scaling) -> float:
     "RoPE's frequency scale for a rope_scaling dict: 1 / factor for 'linear', else 1; ConfigError if unsupported."
     if scaling is None:

@@ -103,177 +103,53 @@ class Engine:
         self.lock = threading.RLock()
         self.stats = dict(steps=0, prefill_tokens=0, cached_tokens=0, decode_tokens=0, preempted=0)
 
-    # -- requests ------------------------------------------------------------------------------
-    def check(self, prompt: list[int], max_new_tokens: int) -> None:
-        "Raise, before any work, if this request could never run."
-        n = len(prompt) + max_new_tokens
-        if n > self.model.n_ctx:
-            raise ContextOverflowError(f"the prompt ({len(prompt)} tokens) plus max_new_tokens "
-                                       f"({max_new_tokens}) is {n} tokens, more than the context "
-                                       f"of {self.model.n_ctx}")
-        if self.cache.pages_for(n) > self.cache.num_pages:
-            raise KVCacheError(f"a request of {n} tokens needs {self.cache.pages_for(n)} pages; the "
-                               f"cache has {self.cache.num_pages}")
-
-    def add(self, prompt: list[int], params: SamplingParams | None = None,
-            max_new_tokens: int = 64, stops=(), ignore_eos: bool = False) -> Request:
-        "Queue a request (prompt as token ids); it joins the batch at a later step."
-        params = params or SamplingParams()
-        if not isinstance(params, SamplingParams):
-            raise SamplingError(f"params must be SamplingParams, got {type(params).__name__}")
-        prompt = _token_ids(prompt, self.model.config.vocab_size)
-        _check_max_new(max_new_tokens, minimum=1)
-        self.check(prompt, max_new_tokens)
-        with self.lock:
-            req = Request(self._next_rid, prompt, params, int(max_new_tokens), list(stops), ignore_eos,
-                          rng=params.make_rng(), t_add=time.perf_counter())
-            self._next_rid += 1
-            self.waiting.append(req)
-        return req
-
     @property
     def busy(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def cancel(self, req: Request) -> None:
-        "Drop a request wherever it is; its pages go back to the cache."
-        with self.lock:
-            if req in self.waiting:
-                self.waiting.remove(req)
-            elif req in self.running:
-                self.running.remove(req)
-                self.cache.free(req.rid)
-            if req.finish_reason is None:
-                req.finish_reason = "cancelled"
-
-    # -- scheduling ----------------------------------------------------------------------------
-    def _admit(self) -> Step | None:
-        step, budget = Step([], [], [], "prefill"), self.token_budget
-        while self.waiting and len(self.running) + len(step.reqs) < self.max_batch:
-            req = self.waiting[0]
-            seq = req.seq   # a preempted request comes back with what it generated so far
-            if self.cache.admit_cost(seq) > self.cache.n_free_pages:
-                break                                          # wait until pages are freed
-            n_new = len(seq) - self.cache.cached_prefix(seq)
-            if step.reqs and n_new > budget:
-                break                                          # next step (a long prompt runs alone)
-            self.waiting.popleft()
-            req.n_cached = self.cache.admit(req.rid, seq)
-            step.reqs.append(req)
-            step.starts.append(req.n_cached)
-            step.chunks.append(len(seq) - req.n_cached)
-            budget -= step.chunks[-1]
-        self.running += step.reqs
-        return step if step.reqs else None
-
-    def _decode(self) -> Step | None:
-        step, queue = Step([], [], [], "decode"), list(self.running)   # oldest first
-        while queue:
-            req = queue.pop(0)
-            while req in self.running and self.cache.extend_cost(req.rid) > self.cache.n_free_pages:
-                self._preempt(queue.pop() if queue else req)   # the newest not yet scheduled
-            if req in self.running:
-                self.cache.extend(req.rid, [req.tokens[-1]])
-                step.reqs.append(req)
-                step.starts.append(len(req.seq) - 1)
-                step.chunks.append(1)
-        return step if step.reqs else None
-
-    def _preempt(self, victim: Request) -> None:
-        "Free a running request's pages; it goes back to the front of the queue and restarts later."
-        self.running.remove(victim)
-        self.cache.free(victim.rid)
-        self.waiting.appendleft(victim)
-        self.stats["preempted"] += 1
-
-    # -- one forward pass ----------------------------------------------------------------------
-    def _forward(self, step: Step, logits: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-        """Greedy token ids [B] and, if a request of the step samples (or `logits`), logits [B, V],
-        of the last new token of every request in the step."""
-        B = len(step.reqs)
-        kind = "decode" if all(n == 1 for n in step.chunks) and self.runner.decode_kernel else "prefill"
-        need_logits = logits or any(not _greedy(r.params) for r in step.reqs)
-        feed = step_feed(self.cache, [r.rid for r in step.reqs], step.starts, step.chunks, kind)
-        out = self.runner.run(kind, feed, logits=need_logits)
-        for req, n in zip(step.reqs, step.chunks):
-            self.cache.commit(req.rid, n)          # full pages become shareable
-        logits = out.get("logits")
-        return out["next_ids"][:B], (None if logits is None else logits[:B])
-
-    def logits(self, ids) -> np.ndarray:
-        "float32 logits [len(ids), V] of every position of a fresh prefill (no cached prefix, none left)."
-        ids = _token_ids(ids, self.model.config.vocab_size)
-        if len(ids) > self.model.n_ctx:
-            raise ContextOverflowError(f"{len(ids)} tokens do not fit in the context of {self.model.n_ctx}")
-        with self.lock:
-            sid = ("logits", self._next_rid)
-            self._next_rid += 1
-            self.cache.admit(sid, ids, share=False)
-            try:
-                out = self.runner.run("logits", step_feed(self.cache, [sid], [0], [len(ids)], "logits"))
-            finally:
-                self.cache.free(sid)
-        return np.array(out["logits"][:len(ids)], np.float32)
-
-    # -- the loop ------------------------------------------------------------------------------
-    def step(self) -> list[tuple[Request, int]]:
-        "One step: admit or decode, forward, sample. Returns the (request, new token) pairs."
-        with self.lock:
-            step = self._admit() or self._decode()
-            if step is None:
-                return []
-            ids, logits = self._forward(step)
-            now = time.perf_counter()
-            self.stats["steps"] += 1
-            self.history.append((step.kind, [r.rid for r in step.reqs], list(step.chunks)))
-            out = []
-            for b, (req, n) in enumerate(zip(step.reqs, step.chunks)):
-                if step.kind == "prefill":
-                    self.stats["prefill_tokens"] += n
-                    self.stats["cached_tokens"] += req.n_cached
-                else:
-                    self.stats["decode_tokens"] += 1
-                if _greedy(req.params):
-                    tok = int(ids[b])                  # the graph's argmax: no logits came back
-                else:
-                    tok = int(sample(logits[b], req.params, req.rng, context=req.seq))
-                req.tokens.append(tok)
-                req.t_first = req.t_first or now
-                out.append((req, tok))
-                self._maybe_finish(req, tok, now)
-            return out
-
-    def _maybe_finish(self, req: Request, tok: int, now: float) -> None:
-        if tok in self.model.eos_ids and not req.ignore_eos:
-            req.finish_reason = "eos"
-        elif len(req.tokens) >= req.max_new_tokens:
-            req.finish_reason = "length"
-        elif req.stops and _stopped(self.model, req):
-            req.finish_reason = "stop"
-        if req.done:
-            req.t_done = now
-            self.running.remove(req)
-            self.cache.free(req.rid)   # hashed full pages stay cached for the next prompt
-
-    def run(self) -> None:
-        "Step until every request is done."
-        while self.busy:
-            self.step()
-
     def __repr__(self):
         return (f"Engine({len(self.running)} running, {len(self.waiting)} waiting, {self.cache!r})")
 
+# %% ../notebooks/14a_engine.ipynb #5478823e
+def _check(self, prompt: list[int], max_new_tokens: int) -> None:
+    "Raise, before any work, if this request could never run."
+    n = len(prompt) + max_new_tokens
+    if n > self.model.n_ctx:
+        raise ContextOverflowError(f"the prompt ({len(prompt)} tokens) plus max_new_tokens "
+                                   f"({max_new_tokens}) is {n} tokens, more than the context "
+                                   f"of {self.model.n_ctx}")
+    if self.cache.pages_for(n) > self.cache.num_pages:
+        raise KVCacheError(f"a request of {n} tokens needs {self.cache.pages_for(n)} pages; the "
+                           f"cache has {self.cache.num_pages}")
 
-def _greedy(p: SamplingParams) -> bool:
-    "The graph's argmax is this request's token: greedy, and no penalty changes the logits."
-    return p.greedy and p.repetition_penalty == 1.0
+
+def _add(self, prompt: list[int], params: SamplingParams | None = None,
+         max_new_tokens: int = 64, stops=(), ignore_eos: bool = False) -> Request:
+    "Queue a request (prompt as token ids); it joins the batch at a later step."
+    params = params or SamplingParams()
+    if not isinstance(params, SamplingParams):
+        raise SamplingError(f"params must be SamplingParams, got {type(params).__name__}")
+    prompt = _token_ids(prompt, self.model.config.vocab_size)
+    _check_max_new(max_new_tokens, minimum=1)
+    self.check(prompt, max_new_tokens)
+    with self.lock:
+        req = Request(self._next_rid, prompt, params, int(max_new_tokens), list(stops), ignore_eos,
+                      rng=params.make_rng(), t_add=time.perf_counter())
+        self._next_rid += 1
+        self.waiting.append(req)
+    return req
 
 
-def _stopped(model, req: Request) -> bool:
-    "Does the text contain a stop string? Only the tail can hold a new one: decode that much."
-    tail = 4 * max(len(s) for s in req.stops) + 8      # tokens: each holds >= 1 byte, a char <= 4
-    text = model.decode(req.tokens[-tail:])
-    return any(s in text for s in req.stops)
+def _cancel(self, req: Request) -> None:
+    "Drop a request wherever it is; its pages go back to the cache."
+    with self.lock:
+        if req in self.waiting:
+            self.waiting.remove(req)
+        elif req in self.running:
+            self.running.remove(req)
+            self.cache.free(req.rid)
+        if req.finish_reason is None:
+            req.finish_reason = "cancelled"
 
 
 def _token_ids(prompt, vocab_size: int) -> list[int]:
@@ -291,6 +167,156 @@ def _token_ids(prompt, vocab_size: int) -> list[int]:
     if out:
         raise SamplingError(f"token id {out[0]} is outside the vocabulary [0, {vocab_size})")
     return ids
+
+
+Engine.check = _check
+Engine.add = _add
+Engine.cancel = _cancel
+
+# %% ../notebooks/14a_engine.ipynb #bbd01c28
+def _admit(self) -> Step | None:
+    step, budget = Step([], [], [], "prefill"), self.token_budget
+    while self.waiting and len(self.running) + len(step.reqs) < self.max_batch:
+        req = self.waiting[0]
+        seq = req.seq   # a preempted request comes back with what it generated so far
+        if self.cache.admit_cost(seq) > self.cache.n_free_pages:
+            break                                          # wait until pages are freed
+        n_new = len(seq) - self.cache.cached_prefix(seq)
+        if step.reqs and n_new > budget:
+            break                                          # next step (a long prompt runs alone)
+        self.waiting.popleft()
+        req.n_cached = self.cache.admit(req.rid, seq)
+        step.reqs.append(req)
+        step.starts.append(req.n_cached)
+        step.chunks.append(len(seq) - req.n_cached)
+        budget -= step.chunks[-1]
+    self.running += step.reqs
+    return step if step.reqs else None
+
+
+def _decode(self) -> Step | None:
+    step, queue = Step([], [], [], "decode"), list(self.running)   # oldest first
+    while queue:
+        req = queue.pop(0)
+        while req in self.running and self.cache.extend_cost(req.rid) > self.cache.n_free_pages:
+            self._preempt(queue.pop() if queue else req)   # the newest not yet scheduled
+        if req in self.running:
+            self.cache.extend(req.rid, [req.tokens[-1]])
+            step.reqs.append(req)
+            step.starts.append(len(req.seq) - 1)
+            step.chunks.append(1)
+    return step if step.reqs else None
+
+
+def _preempt(self, victim: Request) -> None:
+    "Free a running request's pages; it goes back to the front of the queue and restarts later."
+    self.running.remove(victim)
+    self.cache.free(victim.rid)
+    self.waiting.appendleft(victim)
+    self.stats["preempted"] += 1
+
+
+Engine._admit = _admit
+Engine._decode = _decode
+Engine._preempt = _preempt
+
+# %% ../notebooks/14a_engine.ipynb #24627c63
+def _forward(self, step: Step, logits: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Greedy token ids [B] and, if a request of the step samples (or `logits`), logits [B, V],
+    of the last new token of every request in the step."""
+    B = len(step.reqs)
+    kind = "decode" if all(n == 1 for n in step.chunks) and self.runner.decode_kernel else "prefill"
+    need_logits = logits or any(not _greedy(r.params) for r in step.reqs)
+    feed = step_feed(self.cache, [r.rid for r in step.reqs], step.starts, step.chunks, kind)
+    out = self.runner.run(kind, feed, logits=need_logits)
+    for req, n in zip(step.reqs, step.chunks):
+        self.cache.commit(req.rid, n)          # full pages become shareable
+    logits = out.get("logits")
+    return out["next_ids"][:B], (None if logits is None else logits[:B])
+
+
+def _logits(self, ids) -> np.ndarray:
+    "float32 logits [len(ids), V] of every position of a fresh prefill (no cached prefix, none left)."
+    ids = _token_ids(ids, self.model.config.vocab_size)
+    if len(ids) > self.model.n_ctx:
+        raise ContextOverflowError(f"{len(ids)} tokens do not fit in the context of {self.model.n_ctx}")
+    with self.lock:
+        sid = ("logits", self._next_rid)
+        self._next_rid += 1
+        self.cache.admit(sid, ids, share=False)
+        try:
+            out = self.runner.run("logits", step_feed(self.cache, [sid], [0], [len(ids)], "logits"))
+        finally:
+            self.cache.free(sid)
+    return np.array(out["logits"][:len(ids)], np.float32)
+
+
+def _greedy(p: SamplingParams) -> bool:
+    "The graph's argmax is this request's token: greedy, and no penalty changes the logits."
+    return p.greedy and p.repetition_penalty == 1.0
+
+
+Engine._forward = _forward
+Engine.logits = _logits
+
+# %% ../notebooks/14a_engine.ipynb #33c6e41e
+def _step(self) -> list[tuple[Request, int]]:
+    "One step: admit or decode, forward, sample. Returns the (request, new token) pairs."
+    with self.lock:
+        step = self._admit() or self._decode()
+        if step is None:
+            return []
+        ids, logits = self._forward(step)
+        now = time.perf_counter()
+        self.stats["steps"] += 1
+        self.history.append((step.kind, [r.rid for r in step.reqs], list(step.chunks)))
+        out = []
+        for b, (req, n) in enumerate(zip(step.reqs, step.chunks)):
+            if step.kind == "prefill":
+                self.stats["prefill_tokens"] += n
+                self.stats["cached_tokens"] += req.n_cached
+            else:
+                self.stats["decode_tokens"] += 1
+            if _greedy(req.params):
+                tok = int(ids[b])                  # the graph's argmax: no logits came back
+            else:
+                tok = int(sample(logits[b], req.params, req.rng, context=req.seq))
+            req.tokens.append(tok)
+            req.t_first = req.t_first or now
+            out.append((req, tok))
+            self._maybe_finish(req, tok, now)
+        return out
+
+
+def _maybe_finish(self, req: Request, tok: int, now: float) -> None:
+    if tok in self.model.eos_ids and not req.ignore_eos:
+        req.finish_reason = "eos"
+    elif len(req.tokens) >= req.max_new_tokens:
+        req.finish_reason = "length"
+    elif req.stops and _stopped(self.model, req):
+        req.finish_reason = "stop"
+    if req.done:
+        req.t_done = now
+        self.running.remove(req)
+        self.cache.free(req.rid)   # hashed full pages stay cached for the next prompt
+
+
+def _run(self) -> None:
+    "Step until every request is done."
+    while self.busy:
+        self.step()
+
+
+def _stopped(model, req: Request) -> bool:
+    "Does the text contain a stop string? Only the tail can hold a new one: decode that much."
+    tail = 4 * max(len(s) for s in req.stops) + 8      # tokens: each holds >= 1 byte, a char <= 4
+    text = model.decode(req.tokens[-tail:])
+    return any(s in text for s in req.stops)
+
+
+Engine.step = _step
+Engine._maybe_finish = _maybe_finish
+Engine.run = _run
 
 # %% ../notebooks/14a_engine.ipynb #4b71b8a2
 def _check_max_new(n, minimum: int = 0) -> None:
@@ -339,7 +365,7 @@ def _prompt_ids(model, prompt) -> list[int]:
         raise SamplingError(f"a prompt is a str or a list of token ids, got {type(prompt).__name__}")
     return _token_ids(prompt, model.config.vocab_size)
 
-
+# %% ../notebooks/14a_engine.ipynb #d26a6c02
 def generate_batch(model, prompts, max_new_tokens: int = 64, stop=None,
                    ignore_eos: bool = False, **sampling) -> list[Generation]:
     """Generate for every prompt with continuous batching; outs[i] equals

@@ -209,10 +209,6 @@ def _check_tensor(path, name, ne, ggml_type, rel, info_at, data_start, alignment
     return TensorInfo(name, tuple(reversed(ne)), ggml_type, data_start + rel, nbytes, info_at)
 
 # %% ../notebooks/03_gguf.ipynb #8a4ddaed
-_MIN_KV = 8 + 4 + 1            # empty key, type tag, one byte of value
-_MIN_TENSOR_INFO = 8 + 4 + 8 + 4 + 8   # empty name, n_dims, one dim, type, offset
-
-
 def open_regular(path, error=GGUFError):
     """`path` opened for binary reading, or `error` unless it is a regular file: a FIFO would
     block the open forever, a device never end. Opened non-blocking, then checked."""
@@ -250,7 +246,7 @@ def read_json(path, limit: int, error=GGUFError):
     except (ValueError, RecursionError) as e:   # RecursionError: "[[[[..." nested too deep
         raise error(f"{path}: not valid JSON ({str(e)[:120]})") from None
 
-
+# %% ../notebooks/03_gguf.ipynb #987191d7
 class GGUFFile:
     """A GGUF file mapped read-only. `metadata`: key -> value; `tensors`: name -> TensorInfo;
     `tensor(name)`: a zero-copy tffedu Tensor; `raw(name)`: the bytes as a uint8 numpy view."""
@@ -272,87 +268,6 @@ class GGUFFile:
             self.close()
             raise
 
-    def _parse(self, cur: _Cursor):
-        magic = cur.buf[0:4]
-        if magic != GGUF_MAGIC:
-            cur.fail(f"not a GGUF file: magic bytes {magic!r}, expected {GGUF_MAGIC!r}", 0)
-        cur.pos = 4
-        self.version = cur.u32("version")
-        if self.version & 0xFFFF == 0 and self.version:
-            cur.fail(f"big-endian GGUF (version bytes {self.version:#010x}) is not supported", 4)
-        if self.version not in (2, 3):
-            cur.fail(f"GGUF version {self.version} is not supported (only 2 and 3)", 4)
-        n_tensors = cur.u64("tensor_count")
-        n_kv = cur.u64("kv_count")
-        left = cur.size - cur.pos
-        if n_kv * _MIN_KV + n_tensors * _MIN_TENSOR_INFO > left:
-            cur.fail(f"header claims {n_kv} keys and {n_tensors} tensors, which cannot fit in the "
-                     f"{left} bytes left", 8)
-        self.metadata, self.metadata_types, self.metadata_offsets = {}, {}, {}
-        for _ in range(n_kv):
-            at = cur.pos
-            key = cur.string("metadata key")
-            if key in self.metadata:
-                cur.fail(f"duplicate metadata key {key!r}", at)
-            vtype = _value_type(cur, cur.u32(f"type of key {key!r}"), key)
-            self.metadata_offsets[key] = at
-            self.metadata_types[key] = vtype
-            self.metadata[key] = _read_value(cur, vtype, key)
-        self.alignment = self._alignment(cur)
-        infos = [_read_tensor_info(cur) for _ in range(n_tensors)]
-        pad = -cur.pos % self.alignment
-        self.data_offset = cur.pos + pad  # the data section starts at the next aligned byte
-        self.tensors: dict[str, TensorInfo] = {}
-        for name, ne, t, rel, at in infos:
-            if name in self.tensors:
-                raise GGUFError(f"{self.path}: duplicate tensor name {name!r} (info at byte {at})")
-            self.tensors[name] = _check_tensor(self.path, name, ne, t, rel, at, self.data_offset,
-                                               self.alignment, cur.size)
-
-    def _alignment(self, cur: _Cursor) -> int:
-        if "general.alignment" not in self.metadata:
-            return GGUF_DEFAULT_ALIGNMENT
-        a, t = self.metadata["general.alignment"], self.metadata_types["general.alignment"]
-        if t != ValueType.UINT32 or a == 0 or a & (a - 1):
-            cur.fail(f"general.alignment must be a uint32 power of two, got {t.name} {a!r}",
-                     self.metadata_offsets["general.alignment"])
-        return a
-
-    # --- access -------------------------------------------------------------------------------
-    def get(self, key: str, default=None):
-        return self.metadata.get(key, default)
-
-    @property
-    def arch(self) -> str | None:
-        return self.metadata.get("general.architecture")
-
-    def _info(self, name: str) -> TensorInfo:
-        if self._mm is None:
-            raise GGUFError(f"{self.path}: the file is closed")
-        try:
-            return self.tensors[name]
-        except KeyError:
-            raise GGUFError(f"{self.path}: no tensor named {name!r}") from None
-
-    def raw(self, name: str) -> np.ndarray:
-        "The tensor's bytes as a read-only uint8 numpy view of the map (no copy)."
-        ti = self._info(name)
-        return np.frombuffer(self._mm, dtype=np.uint8, count=ti.nbytes, offset=ti.offset)
-
-    def tensor(self, name: str):
-        "A tffedu Tensor viewing the map (no copy); quantized tensors keep their raw blocks."
-        from tffedu.tensor import Tensor
-        ti = self._info(name)
-        try:
-            return Tensor.from_buffer(self._mm, ti.dtype, ti.shape, offset=ti.offset)
-        except TffeduError as e:     # the reader's checks should make this unreachable
-            raise GGUFError(f"{self.path}: tensor {name!r}: {e}") from e
-
-    def dequantize(self, name: str) -> np.ndarray:
-        "The tensor as float32 numpy (a new array)."
-        ti = self._info(name)
-        return _dequantize(self.raw(name), ti.ggml_type, ti.shape)
-
     def close(self):
         "Unmap the file. Views still alive keep the mapping until they die (Python refuses to unmap)."
         mm, self._mm = getattr(self, "_mm", None), None
@@ -363,8 +278,114 @@ class GGUFFile:
                 pass  # a Tensor/numpy view still uses the map: it is freed with the last view
 
     def __enter__(self): return self
+
     def __exit__(self, *exc): self.close()
 
     def __repr__(self):
         return (f"GGUFFile({self.path!r}, v{self.version}, {len(self.metadata)} keys, "
                 f"{len(self.tensors)} tensors)")
+
+# %% ../notebooks/03_gguf.ipynb #dc6699de
+_MIN_KV = 8 + 4 + 1            # empty key, type tag, one byte of value
+
+
+_MIN_TENSOR_INFO = 8 + 4 + 8 + 4 + 8   # empty name, n_dims, one dim, type, offset
+
+
+def _parse(self, cur: _Cursor):
+    magic = cur.buf[0:4]
+    if magic != GGUF_MAGIC:
+        cur.fail(f"not a GGUF file: magic bytes {magic!r}, expected {GGUF_MAGIC!r}", 0)
+    cur.pos = 4
+    self.version = cur.u32("version")
+    if self.version & 0xFFFF == 0 and self.version:
+        cur.fail(f"big-endian GGUF (version bytes {self.version:#010x}) is not supported", 4)
+    if self.version not in (2, 3):
+        cur.fail(f"GGUF version {self.version} is not supported (only 2 and 3)", 4)
+    n_tensors = cur.u64("tensor_count")
+    n_kv = cur.u64("kv_count")
+    left = cur.size - cur.pos
+    if n_kv * _MIN_KV + n_tensors * _MIN_TENSOR_INFO > left:
+        cur.fail(f"header claims {n_kv} keys and {n_tensors} tensors, which cannot fit in the "
+                 f"{left} bytes left", 8)
+    self.metadata, self.metadata_types, self.metadata_offsets = {}, {}, {}
+    for _ in range(n_kv):
+        at = cur.pos
+        key = cur.string("metadata key")
+        if key in self.metadata:
+            cur.fail(f"duplicate metadata key {key!r}", at)
+        vtype = _value_type(cur, cur.u32(f"type of key {key!r}"), key)
+        self.metadata_offsets[key] = at
+        self.metadata_types[key] = vtype
+        self.metadata[key] = _read_value(cur, vtype, key)
+    self.alignment = self._alignment(cur)
+    infos = [_read_tensor_info(cur) for _ in range(n_tensors)]
+    pad = -cur.pos % self.alignment
+    self.data_offset = cur.pos + pad  # the data section starts at the next aligned byte
+    self.tensors: dict[str, TensorInfo] = {}
+    for name, ne, t, rel, at in infos:
+        if name in self.tensors:
+            raise GGUFError(f"{self.path}: duplicate tensor name {name!r} (info at byte {at})")
+        self.tensors[name] = _check_tensor(self.path, name, ne, t, rel, at, self.data_offset,
+                                           self.alignment, cur.size)
+
+
+def _alignment(self, cur: _Cursor) -> int:
+    if "general.alignment" not in self.metadata:
+        return GGUF_DEFAULT_ALIGNMENT
+    a, t = self.metadata["general.alignment"], self.metadata_types["general.alignment"]
+    if t != ValueType.UINT32 or a == 0 or a & (a - 1):
+        cur.fail(f"general.alignment must be a uint32 power of two, got {t.name} {a!r}",
+                 self.metadata_offsets["general.alignment"])
+    return a
+
+
+GGUFFile._parse = _parse
+GGUFFile._alignment = _alignment
+
+# %% ../notebooks/03_gguf.ipynb #003669d2
+def _get(self, key: str, default=None):
+    return self.metadata.get(key, default)
+
+
+def _arch(self) -> str | None:
+    return self.metadata.get("general.architecture")
+
+
+def _info(self, name: str) -> TensorInfo:
+    if self._mm is None:
+        raise GGUFError(f"{self.path}: the file is closed")
+    try:
+        return self.tensors[name]
+    except KeyError:
+        raise GGUFError(f"{self.path}: no tensor named {name!r}") from None
+
+
+def _raw(self, name: str) -> np.ndarray:
+    "The tensor's bytes as a read-only uint8 numpy view of the map (no copy)."
+    ti = self._info(name)
+    return np.frombuffer(self._mm, dtype=np.uint8, count=ti.nbytes, offset=ti.offset)
+
+
+def _tensor(self, name: str):
+    "A tffedu Tensor viewing the map (no copy); quantized tensors keep their raw blocks."
+    from tffedu.tensor import Tensor
+    ti = self._info(name)
+    try:
+        return Tensor.from_buffer(self._mm, ti.dtype, ti.shape, offset=ti.offset)
+    except TffeduError as e:     # the reader's checks should make this unreachable
+        raise GGUFError(f"{self.path}: tensor {name!r}: {e}") from e
+
+
+def _dequantize_tensor(self, name: str) -> np.ndarray:
+    "The tensor as float32 numpy (a new array)."
+    ti = self._info(name)
+    return _dequantize(self.raw(name), ti.ggml_type, ti.shape)
+
+
+GGUFFile.get = _get
+GGUFFile.arch = property(_arch)
+GGUFFile._info = _info
+GGUFFile.raw = _raw
+GGUFFile.tensor = _tensor
+GGUFFile.dequantize = _dequantize_tensor

@@ -94,7 +94,7 @@ def _need(cond: bool, op: str, msg: str, *nodes: Node):
         got = ", ".join(f"{n.name}{list(n.shape)}" for n in nodes)
         raise ShapeError(f"{op}: {msg} (got {got})")
 
-
+# %% ../notebooks/05_graph.ipynb #1118c125
 def _get_rows(ins, attrs):
     table, ids = ins
     _need(len(table.shape) == 2, "get_rows", "table must be [V, D]", table)
@@ -136,7 +136,7 @@ def _attention(ins, attrs):
           "query heads must be a multiple of kv heads (GQA)", q, k)
     return (q.shape[0], q.shape[1], v.shape[2]), _act_dtype(q)
 
-
+# %% ../notebooks/05_graph.ipynb #63c69a70
 def _same(ins, attrs):
     return ins[0].shape, _act_dtype(ins[0])
 
@@ -174,7 +174,11 @@ for _name, _rule, _arity in [("get_rows", _get_rows, (2, 2)), ("rmsnorm", _rmsno
                              ("add", _broadcast("add"), (2, 2)), ("mul", _broadcast("mul"), (2, 2)),
                              ("argmax", _argmax, (1, 1))]:
     register_op(_name, _rule, _arity)
+
+
 register_op("reshape", _reshape, (1, 1), view=True)
+
+
 register_op("view", _reshape, (1, 1), view=True)
 
 # %% ../notebooks/05_graph.ipynb #adb28323

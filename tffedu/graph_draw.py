@@ -12,18 +12,6 @@ from .graph import Graph, post_order
 __all__ = ['layout', 'draw']
 
 # %% ../notebooks/05a_draw.ipynb #34defd22
-_COLORS = {"matmul": "#9ecae1", "attention": "#fc9272", "rmsnorm": "#a1d99b", "rope": "#dadaeb",
-           "swiglu": "#fdd0a2", "silu": "#fdd0a2", "mul": "#fdd0a2", "add": "#fdae6b",
-           "get_rows": "#c7e9c0", "argmax": "#d9d9d9", "softmax": "#fcbba1"}
-
-
-def _short(name: str) -> str:
-    "blk.3.attn_q.weight -> attn_q"
-    parts = name.split(".")
-    parts = [p for p in parts if p not in ("weight", "bias") and not p.isdigit() and p != "blk"]
-    return ".".join(parts) or name
-
-
 def layout(graph: Graph, hide_views: bool = True):
     """Layered layout: drawn nodes, their (x, row), and each edge as a list of (x, row) points.
 
@@ -94,6 +82,18 @@ def layout(graph: Graph, hide_views: bool = True):
                 x[i] = (a + b) / 2
     pos = {i: (x[i], r) for r in rows for i in rows[r]}
     return nodes, pos, [[pos[i] for i in c] for c in chains]
+
+# %% ../notebooks/05a_draw.ipynb #a7b9a279
+_COLORS = {"matmul": "#9ecae1", "attention": "#fc9272", "rmsnorm": "#a1d99b", "rope": "#dadaeb",
+           "swiglu": "#fdd0a2", "silu": "#fdd0a2", "mul": "#fdd0a2", "add": "#fdae6b",
+           "get_rows": "#c7e9c0", "argmax": "#d9d9d9", "softmax": "#fcbba1"}
+
+
+def _short(name: str) -> str:
+    "blk.3.attn_q.weight -> attn_q"
+    parts = name.split(".")
+    parts = [p for p in parts if p not in ("weight", "bias") and not p.isdigit() and p != "blk"]
+    return ".".join(parts) or name
 
 
 def draw(graph: Graph, ax=None, hide_views: bool = True, title: str | None = None):

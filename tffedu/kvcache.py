@@ -149,7 +149,6 @@ class KVCache:
         self.v = None if dtype is None else np.zeros(shape, dtype)
         self.seqs: dict[object, Sequence] = {}
 
-    # ---- sizes ---------------------------------------------------------------------------
     @property
     def num_pages(self) -> int: return len(self.pool.pages)
 
@@ -175,171 +174,211 @@ class KVCache:
             raise KVCacheError(f"out of KV pages: {what} needs {n} page(s), {self.pool.n_free} of "
                                f"{self.num_pages} free; free or preempt a sequence and retry")
 
-    # ---- admit: reserve a prompt, reusing a cached prefix ----------------------------------
-    def _match_prefix(self, tokens: list[int]) -> tuple[list[int], list[bytes]]:
-        "Pages (and hashes) of the longest cached prefix, leaving the last token uncomputed."
-        hits, hashes, h = [], [], None
-        if not self.prefix_caching:
-            return hits, hashes
-        P = self.page_size
-        for i in range((len(tokens) - 1) // P):  # only pages that end before the last token
-            page_tokens = tuple(tokens[i * P:(i + 1) * P])
-            h = chain_hash(h, page_tokens)
-            pid = self.pool.lookup(h, page_tokens)
-            if pid is None:
-                break
-            hits.append(pid)
-            hashes.append(h)
-        return hits, hashes
-
-    def admit_cost(self, tokens) -> int:
-        "How many free pages admit(seq_id, tokens) would take now (for a scheduler)."
-        hits, _ = self._match_prefix(list(tokens))
-        revived = sum(self.pool.pages[p].ref_count == 0 for p in hits)
-        return self.pages_for(len(tokens)) - len(hits) + revived
-
-    def cached_prefix(self, tokens) -> int:
-        "How many leading tokens admit(seq_id, tokens) would find cached now."
-        return len(self._match_prefix(list(tokens))[0]) * self.page_size
-
-    def admit(self, seq_id, tokens, share: bool = True) -> int:
-        """Start a sequence with these prompt tokens; returns how many are already cached.
-        share=False: a private sequence (no cached prefix used, none of its pages published)."""
-        tokens = [int(t) for t in tokens]
-        if seq_id in self.seqs:
-            raise KVCacheError(f"sequence {seq_id!r} is already in the cache")
-        if not tokens:
-            raise KVCacheError(f"sequence {seq_id!r}: admit needs at least one token")
-        hits, hashes = self._match_prefix(tokens) if share else ([], [])
-        revived = sum(self.pool.pages[p].ref_count == 0 for p in hits)
-        n_new = self.pages_for(len(tokens)) - len(hits)
-        self._need(n_new + revived, f"admitting sequence {seq_id!r} ({len(tokens)} tokens, "
-                                    f"{len(hits) * self.page_size} cached)")
-        for pid in hits:  # revive/share first, so that allocate() cannot evict them
-            self.pool.retain(pid)
-        pages = hits + [self.pool.allocate() for _ in range(n_new)]
-        self.seqs[seq_id] = Sequence(tokens, pages, len(hits) * self.page_size, hashes, share)
-        return len(hits) * self.page_size
-
-    def extend_cost(self, seq_id, n: int = 1) -> int:
-        "How many free pages extend(seq_id, n tokens) would take (0 while the last page has room)."
-        seq = self._seq(seq_id)
-        return self.pages_for(len(seq.tokens) + n) - len(seq.pages)
-
-    # ---- grow, write, commit -----------------------------------------------------------------
-    def extend(self, seq_id, tokens) -> None:
-        "Reserve slots for more tokens (e.g. the one just sampled); all or nothing."
-        seq = self._seq(seq_id)
-        tokens = [int(t) for t in tokens]
-        n_new = self.extend_cost(seq_id, len(tokens))
-        self._need(n_new, f"extending sequence {seq_id!r} by {len(tokens)} token(s)")
-        seq.pages += [self.pool.allocate() for _ in range(n_new)]
-        seq.tokens += tokens
-
-    def slots(self, seq_id, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-        "(page ids, slots) of positions start .. start+n-1 (TFFInfer's get_location, vectorised)."
-        seq = self._seq(seq_id)
-        if start < 0 or start + n > len(seq.tokens):
-            raise KVCacheError(f"sequence {seq_id!r}: positions {start}..{start + n - 1} are outside "
-                               f"its {len(seq.tokens)} tokens")
-        pos = np.arange(start, start + n)
-        return np.asarray(seq.pages, np.int64)[pos // self.page_size], pos % self.page_size
-
-    def slot_mapping(self, seq_id, start: int, n: int) -> np.ndarray:
-        "Flat slots page * page_size + slot of positions start .. start+n-1, int32 (for a GPU kv_store)."
-        pids, slots = self.slots(seq_id, start, n)
-        return (pids * self.page_size + slots).astype(np.int32)
-
-    def _storage(self, what: str):
-        if self.k is None:
-            raise KVCacheError(f"{what}: this cache keeps bookkeeping only (dtype=None); its K/V "
-                               "live with the runner that owns them")
-
-    def write(self, seq_id, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
-        "Store K/V [n, n_kv_heads, head_dim] of positions start .. start+n-1 in one layer."
-        self._storage("write")
-        seq = self._seq(seq_id)
-        if k.shape != v.shape or k.shape[1:] != self.k.shape[3:]:
-            raise ShapeError(f"write expects k and v [n, {self.k.shape[3]}, {self.k.shape[4]}], "
-                             f"got {k.shape} and {v.shape}")
-        if not 0 <= layer < self.n_layers:
-            raise KVCacheError(f"layer {layer} out of range (n_layers={self.n_layers})")
-        if start < seq.n_computed:
-            raise KVCacheError(f"sequence {seq_id!r}: position {start} is already computed "
-                               f"(n_computed={seq.n_computed}); computed pages may be shared")
-        pids, slots = self.slots(seq_id, start, len(k))
-        self.k[layer, pids, slots] = k
-        self.v[layer, pids, slots] = v
-
-    def commit(self, seq_id, n: int) -> None:
-        "Mark the next n tokens computed (all layers written); publish pages that became full."
-        seq = self._seq(seq_id)
-        if n < 0 or seq.n_computed + n > len(seq.tokens):
-            raise KVCacheError(f"sequence {seq_id!r}: cannot commit {n} token(s), "
-                               f"{len(seq.tokens) - seq.n_computed} are uncomputed")
-        seq.n_computed += n
-        P = self.page_size
-        while len(seq.hashes) < seq.n_computed // P:  # pages that are now full and computed
-            i = len(seq.hashes)
-            page_tokens = tuple(seq.tokens[i * P:(i + 1) * P])
-            h = chain_hash(seq.hashes[-1] if seq.hashes else None, page_tokens)
-            seq.hashes.append(h)
-            if self.prefix_caching and seq.share and self.pool.pages[seq.pages[i]].hash is None:
-                self.pool.publish(seq.pages[i], h, page_tokens)
-
-    # ---- fork and free -------------------------------------------------------------------
-    def fork(self, src, dst) -> list[tuple[int, int]]:
-        """dst becomes a copy of src: full computed pages are shared, the rest copied (copy-on-write).
-        Returns the (src page, dst page) pairs copied (a device cache copies those pages too)."""
-        s = self._seq(src)
-        if dst in self.seqs:
-            raise KVCacheError(f"cannot fork into {dst!r}: it is already in the cache")
-        n_shared = s.n_computed // self.page_size
-        self._need(len(s.pages) - n_shared, f"forking {src!r} into {dst!r}")
-        for pid in s.pages[:n_shared]:
-            self.pool.retain(pid)
-        copies = [self.pool.allocate() for _ in s.pages[n_shared:]]
-        if copies and self.k is not None:
-            self.k[:, copies] = self.k[:, s.pages[n_shared:]]
-            self.v[:, copies] = self.v[:, s.pages[n_shared:]]
-        self.seqs[dst] = Sequence(list(s.tokens), s.pages[:n_shared] + copies, s.n_computed,
-                                  list(s.hashes), s.share)
-        return list(zip(s.pages[n_shared:], copies))
-
-    def free(self, seq_id) -> None:
-        "Drop a sequence; pages nobody else uses go back to the pool (hashed ones stay cached)."
-        seq = self._seq(seq_id)
-        for pid in reversed(seq.pages):  # tail first: the shared prefix is evicted last
-            self.pool.release(pid)
-        del self.seqs[seq_id]
-
-    # ---- what attention needs ------------------------------------------------------------
-    def seq_len(self, seq_id) -> int: return len(self._seq(seq_id).tokens)
-
-    def n_computed(self, seq_id) -> int: return self._seq(seq_id).n_computed
-
-    def page_table(self, seq_id) -> np.ndarray:
-        "The sequence's page table as int32 (a copy)."
-        return np.asarray(self._seq(seq_id).pages, np.int32)
-
-    def batch_tables(self, seq_ids) -> tuple[np.ndarray, np.ndarray]:
-        "Page tables padded with -1 into int32 [B, max_pages], and seq lengths int32 [B]."
-        seqs = [self._seq(s) for s in seq_ids]
-        tables = np.full((len(seqs), max((len(s.pages) for s in seqs), default=0)), -1, np.int32)
-        for row, s in zip(tables, seqs):
-            row[:len(s.pages)] = s.pages
-        return tables, np.array([len(s.tokens) for s in seqs], np.int32)
-
-    def gather(self, seq_id, layer: int, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        "Contiguous copies of K and V [n, n_kv_heads, head_dim] of a sequence (for checks)."
-        self._storage("gather")
-        n = self.seq_len(seq_id) if n is None else n
-        pids, slots = self.slots(seq_id, 0, n)
-        return self.k[layer, pids, slots], self.v[layer, pids, slots]
-
     def __repr__(self):
         return (f"KVCache({self.n_layers} layers, {self.num_pages} pages x {self.page_size} tokens, "
                 f"{len(self.seqs)} sequences, {self.n_free_pages} pages free)")
+
+# %% ../notebooks/09_kvcache.ipynb #98e7acfc
+def _match_prefix(self, tokens: list[int]) -> tuple[list[int], list[bytes]]:
+    "Pages (and hashes) of the longest cached prefix, leaving the last token uncomputed."
+    hits, hashes, h = [], [], None
+    if not self.prefix_caching:
+        return hits, hashes
+    P = self.page_size
+    for i in range((len(tokens) - 1) // P):  # only pages that end before the last token
+        page_tokens = tuple(tokens[i * P:(i + 1) * P])
+        h = chain_hash(h, page_tokens)
+        pid = self.pool.lookup(h, page_tokens)
+        if pid is None:
+            break
+        hits.append(pid)
+        hashes.append(h)
+    return hits, hashes
+
+
+def _admit_cost(self, tokens) -> int:
+    "How many free pages admit(seq_id, tokens) would take now (for a scheduler)."
+    hits, _ = self._match_prefix(list(tokens))
+    revived = sum(self.pool.pages[p].ref_count == 0 for p in hits)
+    return self.pages_for(len(tokens)) - len(hits) + revived
+
+
+def _cached_prefix(self, tokens) -> int:
+    "How many leading tokens admit(seq_id, tokens) would find cached now."
+    return len(self._match_prefix(list(tokens))[0]) * self.page_size
+
+
+def _admit(self, seq_id, tokens, share: bool = True) -> int:
+    """Start a sequence with these prompt tokens; returns how many are already cached.
+    share=False: a private sequence (no cached prefix used, none of its pages published)."""
+    tokens = [int(t) for t in tokens]
+    if seq_id in self.seqs:
+        raise KVCacheError(f"sequence {seq_id!r} is already in the cache")
+    if not tokens:
+        raise KVCacheError(f"sequence {seq_id!r}: admit needs at least one token")
+    hits, hashes = self._match_prefix(tokens) if share else ([], [])
+    revived = sum(self.pool.pages[p].ref_count == 0 for p in hits)
+    n_new = self.pages_for(len(tokens)) - len(hits)
+    self._need(n_new + revived, f"admitting sequence {seq_id!r} ({len(tokens)} tokens, "
+                                f"{len(hits) * self.page_size} cached)")
+    for pid in hits:  # revive/share first, so that allocate() cannot evict them
+        self.pool.retain(pid)
+    pages = hits + [self.pool.allocate() for _ in range(n_new)]
+    self.seqs[seq_id] = Sequence(tokens, pages, len(hits) * self.page_size, hashes, share)
+    return len(hits) * self.page_size
+
+
+KVCache._match_prefix = _match_prefix
+KVCache.admit_cost = _admit_cost
+KVCache.cached_prefix = _cached_prefix
+KVCache.admit = _admit
+
+# %% ../notebooks/09_kvcache.ipynb #f67f9dd2
+def _extend_cost(self, seq_id, n: int = 1) -> int:
+    "How many free pages extend(seq_id, n tokens) would take (0 while the last page has room)."
+    seq = self._seq(seq_id)
+    return self.pages_for(len(seq.tokens) + n) - len(seq.pages)
+
+
+def _extend(self, seq_id, tokens) -> None:
+    "Reserve slots for more tokens (e.g. the one just sampled); all or nothing."
+    seq = self._seq(seq_id)
+    tokens = [int(t) for t in tokens]
+    n_new = self.extend_cost(seq_id, len(tokens))
+    self._need(n_new, f"extending sequence {seq_id!r} by {len(tokens)} token(s)")
+    seq.pages += [self.pool.allocate() for _ in range(n_new)]
+    seq.tokens += tokens
+
+
+def _slots(self, seq_id, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    "(page ids, slots) of positions start .. start+n-1 (TFFInfer's get_location, vectorised)."
+    seq = self._seq(seq_id)
+    if start < 0 or start + n > len(seq.tokens):
+        raise KVCacheError(f"sequence {seq_id!r}: positions {start}..{start + n - 1} are outside "
+                           f"its {len(seq.tokens)} tokens")
+    pos = np.arange(start, start + n)
+    return np.asarray(seq.pages, np.int64)[pos // self.page_size], pos % self.page_size
+
+
+def _slot_mapping(self, seq_id, start: int, n: int) -> np.ndarray:
+    "Flat slots page * page_size + slot of positions start .. start+n-1, int32 (for a GPU kv_store)."
+    pids, slots = self.slots(seq_id, start, n)
+    return (pids * self.page_size + slots).astype(np.int32)
+
+
+def _storage(self, what: str):
+    if self.k is None:
+        raise KVCacheError(f"{what}: this cache keeps bookkeeping only (dtype=None); its K/V "
+                           "live with the runner that owns them")
+
+
+def _write(self, seq_id, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
+    "Store K/V [n, n_kv_heads, head_dim] of positions start .. start+n-1 in one layer."
+    self._storage("write")
+    seq = self._seq(seq_id)
+    if k.shape != v.shape or k.shape[1:] != self.k.shape[3:]:
+        raise ShapeError(f"write expects k and v [n, {self.k.shape[3]}, {self.k.shape[4]}], "
+                         f"got {k.shape} and {v.shape}")
+    if not 0 <= layer < self.n_layers:
+        raise KVCacheError(f"layer {layer} out of range (n_layers={self.n_layers})")
+    if start < seq.n_computed:
+        raise KVCacheError(f"sequence {seq_id!r}: position {start} is already computed "
+                           f"(n_computed={seq.n_computed}); computed pages may be shared")
+    pids, slots = self.slots(seq_id, start, len(k))
+    self.k[layer, pids, slots] = k
+    self.v[layer, pids, slots] = v
+
+
+def _commit(self, seq_id, n: int) -> None:
+    "Mark the next n tokens computed (all layers written); publish pages that became full."
+    seq = self._seq(seq_id)
+    if n < 0 or seq.n_computed + n > len(seq.tokens):
+        raise KVCacheError(f"sequence {seq_id!r}: cannot commit {n} token(s), "
+                           f"{len(seq.tokens) - seq.n_computed} are uncomputed")
+    seq.n_computed += n
+    P = self.page_size
+    while len(seq.hashes) < seq.n_computed // P:  # pages that are now full and computed
+        i = len(seq.hashes)
+        page_tokens = tuple(seq.tokens[i * P:(i + 1) * P])
+        h = chain_hash(seq.hashes[-1] if seq.hashes else None, page_tokens)
+        seq.hashes.append(h)
+        if self.prefix_caching and seq.share and self.pool.pages[seq.pages[i]].hash is None:
+            self.pool.publish(seq.pages[i], h, page_tokens)
+
+
+KVCache.extend_cost = _extend_cost
+KVCache.extend = _extend
+KVCache.slots = _slots
+KVCache.slot_mapping = _slot_mapping
+KVCache._storage = _storage
+KVCache.write = _write
+KVCache.commit = _commit
+
+# %% ../notebooks/09_kvcache.ipynb #2f2a8aa9
+def _fork(self, src, dst) -> list[tuple[int, int]]:
+    """dst becomes a copy of src: full computed pages are shared, the rest copied (copy-on-write).
+    Returns the (src page, dst page) pairs copied (a device cache copies those pages too)."""
+    s = self._seq(src)
+    if dst in self.seqs:
+        raise KVCacheError(f"cannot fork into {dst!r}: it is already in the cache")
+    n_shared = s.n_computed // self.page_size
+    self._need(len(s.pages) - n_shared, f"forking {src!r} into {dst!r}")
+    for pid in s.pages[:n_shared]:
+        self.pool.retain(pid)
+    copies = [self.pool.allocate() for _ in s.pages[n_shared:]]
+    if copies and self.k is not None:
+        self.k[:, copies] = self.k[:, s.pages[n_shared:]]
+        self.v[:, copies] = self.v[:, s.pages[n_shared:]]
+    self.seqs[dst] = Sequence(list(s.tokens), s.pages[:n_shared] + copies, s.n_computed,
+                              list(s.hashes), s.share)
+    return list(zip(s.pages[n_shared:], copies))
+
+
+def _free(self, seq_id) -> None:
+    "Drop a sequence; pages nobody else uses go back to the pool (hashed ones stay cached)."
+    seq = self._seq(seq_id)
+    for pid in reversed(seq.pages):  # tail first: the shared prefix is evicted last
+        self.pool.release(pid)
+    del self.seqs[seq_id]
+
+
+KVCache.fork = _fork
+KVCache.free = _free
+
+# %% ../notebooks/09_kvcache.ipynb #db4e2b23
+def _seq_len(self, seq_id) -> int: return len(self._seq(seq_id).tokens)
+
+
+def _n_computed(self, seq_id) -> int: return self._seq(seq_id).n_computed
+
+
+def _page_table(self, seq_id) -> np.ndarray:
+    "The sequence's page table as int32 (a copy)."
+    return np.asarray(self._seq(seq_id).pages, np.int32)
+
+
+def _batch_tables(self, seq_ids) -> tuple[np.ndarray, np.ndarray]:
+    "Page tables padded with -1 into int32 [B, max_pages], and seq lengths int32 [B]."
+    seqs = [self._seq(s) for s in seq_ids]
+    tables = np.full((len(seqs), max((len(s.pages) for s in seqs), default=0)), -1, np.int32)
+    for row, s in zip(tables, seqs):
+        row[:len(s.pages)] = s.pages
+    return tables, np.array([len(s.tokens) for s in seqs], np.int32)
+
+
+def _gather(self, seq_id, layer: int, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    "Contiguous copies of K and V [n, n_kv_heads, head_dim] of a sequence (for checks)."
+    self._storage("gather")
+    n = self.seq_len(seq_id) if n is None else n
+    pids, slots = self.slots(seq_id, 0, n)
+    return self.k[layer, pids, slots], self.v[layer, pids, slots]
+
+
+KVCache.seq_len = _seq_len
+KVCache.n_computed = _n_computed
+KVCache.page_table = _page_table
+KVCache.batch_tables = _batch_tables
+KVCache.gather = _gather
 
 # %% ../notebooks/09_kvcache.ipynb #f4950dc3
 def _gather_pages(pages: np.ndarray, page_table, seq_len: int) -> np.ndarray:

@@ -70,7 +70,6 @@ class Model:
         if warm and device == "cpu":
             self._warm()
 
-    # -- setup ----------------------------------------------------------------------------------
     def _check_weights(self, names):
         need = {n.name for n in self.creator.build_graph(1).nodes if n.kind == "weight"}
         missing = sorted(need - names)
@@ -95,70 +94,6 @@ class Model:
                 ids.add(int(meta[k]))
         return ids
 
-    # -- running graphs -------------------------------------------------------------------------
-    def executor(self, T: int, last_only: bool = False):
-        "The Executor of the graph for T tokens (built, planned and bound on first use)."
-        from tffedu.runtime import Executor
-        if self.device != "cpu":
-            raise DeviceError(f"chapter 08's contiguous-cache loop runs on the cpu; on {self.device!r} "
-                              "use tffedu.load(...), whose logits and generate run on the engine")
-        if self.kv is None:   # calloc: rows never written cost no memory
-            c = self.config
-            self.kv = {f"blk.{il}.kv_cache": np.zeros((2, self.n_ctx, c.n_head_kv, c.head_dim), np.float32)
-                       for il in range(c.n_layer)}
-        key = (T, last_only)
-        ex = self._executors.get(key)
-        if ex is None:
-            ex = Executor(self.creator.build_graph(T, last_only), self.device)
-            ex.bind(self.weights)
-            ex.bind(self.kv)
-            self._executors[key] = ex
-            prefill = [k for k in self._executors if k[0] > 1]
-            while len(prefill) > self.max_graphs:                 # keep decode, drop old prefills
-                del self._executors[prefill.pop(0)]
-        self._executors.move_to_end(key)
-        return ex
-
-    def forward(self, ids, start: int = 0, last_only: bool = False) -> np.ndarray:
-        """Run ids (positions start, start+1, ...) through the model, reading and extending the KV
-        cache rows 0..start-1. Returns float32 logits [len(ids), V] ([1, V] with last_only)."""
-        ids = np.asarray(ids, dtype=np.int32).reshape(-1)
-        T = len(ids)
-        if T == 0:
-            raise ModelError("no tokens to run: ids is empty")
-        if start + T > self.n_ctx:
-            raise ContextOverflowError(f"positions {start}..{start + T - 1} do not fit in the "
-                                       f"context of {self.n_ctx} tokens")
-        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
-            bad = int(ids[(ids < 0) | (ids >= self.config.vocab_size)][0])
-            raise ModelError(f"token id {bad} is outside the vocabulary [0, {self.config.vocab_size})")
-        last_only = last_only and T > 1
-        ex = self.executor(T, last_only)
-        feed = {"ids": ids, "pos": np.arange(start, start + T, dtype=np.int32)}
-        if last_only:
-            feed["last"] = np.array([T - 1], np.int32)
-        return ex.run(feed, copy=False)["logits"]
-
-    def logits(self, ids) -> np.ndarray:
-        "float32 [len(ids), vocab]: a fresh prefill of ids; no state is kept between calls."
-        return np.array(self.forward(ids, 0), dtype=np.float32)
-
-    # -- text -----------------------------------------------------------------------------------
-    def encode(self, prompt) -> list[int]:
-        "A prompt as token ids: a str goes through the tokenizer, a list of ints is used as is."
-        if isinstance(prompt, str):
-            if self.tokenizer is None:
-                raise ModelError("this model file has no tokenizer: pass the prompt as token ids")
-            ids = list(self.tokenizer.encode(prompt, special=True))
-        else:
-            ids = [int(t) for t in prompt]
-        if not ids:
-            raise SamplingError("the prompt is empty: give at least one token")
-        return ids
-
-    def decode(self, ids) -> str:
-        return self.tokenizer.decode(list(ids)) if self.tokenizer is not None else ""
-
     def close(self) -> None:
         "Drop the executors and caches and unmap the model file."
         self._executors.clear()
@@ -170,6 +105,82 @@ class Model:
         c = self.config
         return (f"Model({c.arch}, {c.n_layer} layers, hidden {c.hidden_size}, vocab {c.vocab_size}, "
                 f"device={self.device!r}, n_ctx={self.n_ctx})")
+
+# %% ../notebooks/08b_model.ipynb #cdeea1c8
+def _executor(self, T: int, last_only: bool = False):
+    "The Executor of the graph for T tokens (built, planned and bound on first use)."
+    from tffedu.runtime import Executor
+    if self.device != "cpu":
+        raise DeviceError(f"chapter 08's contiguous-cache loop runs on the cpu; on {self.device!r} "
+                          "use tffedu.load(...), whose logits and generate run on the engine")
+    if self.kv is None:   # calloc: rows never written cost no memory
+        c = self.config
+        self.kv = {f"blk.{il}.kv_cache": np.zeros((2, self.n_ctx, c.n_head_kv, c.head_dim), np.float32)
+                   for il in range(c.n_layer)}
+    key = (T, last_only)
+    ex = self._executors.get(key)
+    if ex is None:
+        ex = Executor(self.creator.build_graph(T, last_only), self.device)
+        ex.bind(self.weights)
+        ex.bind(self.kv)
+        self._executors[key] = ex
+        prefill = [k for k in self._executors if k[0] > 1]
+        while len(prefill) > self.max_graphs:                 # keep decode, drop old prefills
+            del self._executors[prefill.pop(0)]
+    self._executors.move_to_end(key)
+    return ex
+
+
+def _forward(self, ids, start: int = 0, last_only: bool = False) -> np.ndarray:
+    """Run ids (positions start, start+1, ...) through the model, reading and extending the KV
+    cache rows 0..start-1. Returns float32 logits [len(ids), V] ([1, V] with last_only)."""
+    ids = np.asarray(ids, dtype=np.int32).reshape(-1)
+    T = len(ids)
+    if T == 0:
+        raise ModelError("no tokens to run: ids is empty")
+    if start + T > self.n_ctx:
+        raise ContextOverflowError(f"positions {start}..{start + T - 1} do not fit in the "
+                                   f"context of {self.n_ctx} tokens")
+    if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+        bad = int(ids[(ids < 0) | (ids >= self.config.vocab_size)][0])
+        raise ModelError(f"token id {bad} is outside the vocabulary [0, {self.config.vocab_size})")
+    last_only = last_only and T > 1
+    ex = self.executor(T, last_only)
+    feed = {"ids": ids, "pos": np.arange(start, start + T, dtype=np.int32)}
+    if last_only:
+        feed["last"] = np.array([T - 1], np.int32)
+    return ex.run(feed, copy=False)["logits"]
+
+
+def _logits(self, ids) -> np.ndarray:
+    "float32 [len(ids), vocab]: a fresh prefill of ids; no state is kept between calls."
+    return np.array(self.forward(ids, 0), dtype=np.float32)
+
+
+Model.executor = _executor
+Model.forward = _forward
+Model.logits = _logits
+
+# %% ../notebooks/08b_model.ipynb #0a4191e5
+def _encode(self, prompt) -> list[int]:
+    "A prompt as token ids: a str goes through the tokenizer, a list of ints is used as is."
+    if isinstance(prompt, str):
+        if self.tokenizer is None:
+            raise ModelError("this model file has no tokenizer: pass the prompt as token ids")
+        ids = list(self.tokenizer.encode(prompt, special=True))
+    else:
+        ids = [int(t) for t in prompt]
+    if not ids:
+        raise SamplingError("the prompt is empty: give at least one token")
+    return ids
+
+
+def _decode(self, ids) -> str:
+    return self.tokenizer.decode(list(ids)) if self.tokenizer is not None else ""
+
+
+Model.encode = _encode
+Model.decode = _decode
 
 # %% ../notebooks/08b_model.ipynb #5b936433
 def _stop_list(stop) -> list[str]:

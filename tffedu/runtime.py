@@ -22,7 +22,7 @@ from .graph import Graph, Node, post_order
 from .planner import ALIGNMENT, MemoryPlan, align_up, plan_memory, workspace_name
 
 # %% auto #0
-__all__ = ['ARENAS', 'cpu_arena', 'cpu_view', 'cuda_arena', 'cuda_view', 'OpTime', 'Executor']
+__all__ = ['ARENAS', 'cpu_arena', 'cpu_view', 'cuda_arena', 'cuda_view', 'Executor', 'OpTime']
 
 # %% ../notebooks/06a_runtime.ipynb #691808b8
 def cpu_arena(nbytes: int, alignment: int = 64) -> np.ndarray:
@@ -63,15 +63,6 @@ def _sub_block(block, offset: int, nbytes: int):
     return Tensor(block.storage, (max(nbytes, 1),), I8, offset=block.offset + offset)
 
 # %% ../notebooks/06a_runtime.ipynb #50c6dfe5
-@dataclass
-class OpTime:
-    "Mean wall time of one step over the timed runs."
-    step: int
-    name: str
-    op: str
-    seconds: float
-
-
 class Executor:
     """Runs `graph` on `backend`: one memory block from the memory plan, one op call per step.
 
@@ -146,127 +137,45 @@ class Executor:
                              f"another graph?")
         return self._make_view(self.arena, off or 0, n)
 
-    # -- binding ------------------------------------------------------------------------------
-    def bind(self, values: Mapping[str, object]) -> Executor:
-        "Bind weights and states by name (names the graph does not use are ignored)."
-        for name, v in values.items():
-            node = self.leaves.get(name)
-            if node is not None and node.kind in ("weight", "state"):
-                _check_value(node, v)
-                self.bound[name] = v
-                self._calls = None
-        return self
-
-    def _prepare(self) -> list:
-        "Every op call with its arguments, worked out once: inputs, weights and views never move."
-        missing = [n for n, leaf in self.leaves.items() if leaf.kind != "input" and n not in self.bound]
-        if missing:
-            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            raise GraphError(f"graph {self.graph.name!r} needs values for {missing[:5]}{more}: "
-                             f"bind weights/states with bind()")
-        vals = {self.leaves[n]: v for n, v in {**self.bound, **self.inputs}.items()}
-        calls = []
-        for s, (n, fn) in enumerate(zip(self.steps, self._fns)):
-            args = [vals[i] for i in n.inputs]
-            if fn is None:                          # a view: same bytes, another shape
-                vals[n] = args[0].reshape(n.shape)
-                continue
-            kw = dict(n.attrs, out=self._views[n])
-            if self.backend != "cpu":
-                kw["stream"] = self.stream
-            if n in self._scratch:
-                kw["workspace"] = self._scratch[n]
-            calls.append((s, n, fn, args, kw))
-            vals[n] = self._views[n]
-        self._values = vals
-        return calls
-
-    # -- running ------------------------------------------------------------------------------
-    def load(self, feed: Mapping[str, object]) -> None:
-        "Copy the inputs into their places (on CUDA: staged on the host, then one copy to the device)."
-        unknown = [k for k in feed if k not in self.inputs]
-        if unknown:
-            raise GraphError(f"unknown input(s) {unknown}; graph {self.graph.name!r} takes "
-                             f"{list(self.inputs)}")
-        missing = [k for k in self.inputs if k not in feed]
-        if missing:
-            raise GraphError(f"graph {self.graph.name!r} needs values for {missing}: pass inputs to run()")
-        if self._staging is not None:
-            self._copied.synchronize()   # deferred release: the last copy out of it may still be running
-        for name, v in feed.items():
-            n = self.leaves[name]
-            if getattr(v, "device", "cpu") == "cuda":
-                v = v.to("cpu").numpy()
-            a = np.asarray(v)
-            if a.shape != n.shape:
-                raise ShapeError(f"input {name!r} must have shape {list(n.shape)}, got {list(a.shape)}")
-            dst = self.inputs[name] if self._staging is None else self._staged(name)
-            np.copyto(dst, a, casting="same_kind" if a.dtype.kind == dst.dtype.kind else "unsafe")
-        if self._staging is not None and self.input_bytes:
-            from tffedu.device import cuda_driver
-            cuda_driver().memcpy_htod_async(self.memory.data_ptr(), self._staging[:self.input_bytes], self.stream)
-            self._copied.record(self.stream)
-
-    def _staged(self, name: str) -> np.ndarray:
-        n, off = self.leaves[name], self.input_offsets[name]
-        return self._staging[off:off + n.nbytes].view(n.dtype.np_dtype).reshape(n.shape)
-
-    def launch(self) -> None:
-        "Call every op once on what is in place (no copies, no allocation: capturable on CUDA)."
-        if self._calls is None:
-            self._calls = self._prepare()
-        clock = time.perf_counter
-        for s, n, fn, args, kw in self._calls:
-            t0 = clock()
-            try:
-                res = fn(*args, **kw)
-            except TypeError as e:                  # most often: attrs the op does not take
-                raise GraphError(f"step {s} {n!r}: {e}") from e
-            self.times[s] += clock() - t0
-            if res is not None and res is not kw["out"] and self.backend == "cpu":
-                np.copyto(kw["out"], res)           # an op that ignored out=: keep the contract
-        self.n_runs += 1
-
-    def output(self, name: str, copy: bool = True):
-        "An output after a run: a host copy (numpy), or with copy=False the arena's own view."
-        if self._calls is None:
-            self._calls = self._prepare()
-        v = self._values[self.graph[name]]
-        if not copy:
-            return v
-        return np.array(v) if self.backend == "cpu" else v.to("cpu").numpy()
-
-    def run(self, inputs: Mapping[str, object] | None = None, *, copy: bool = True,
-            **kw) -> dict[str, object]:
-        """Run every step; returns {output name: value}. With copy=False the values are views into
-        the arena, overwritten by the next run."""
-        self.load({**(inputs or {}), **kw})
-        self.launch()
-        return {o.name: self.output(o.name, copy) for o in self.graph.outputs}
-
-    __call__ = run
-
-    # -- timing -------------------------------------------------------------------------------
-    def reset_times(self) -> None:
-        self.times = np.zeros(len(self.steps))
-        self.n_runs = 0
-
-    def profile(self) -> list[OpTime]:
-        "Mean wall time of every step per run (host time: on CUDA it measures launches only)."
-        k = max(self.n_runs, 1)
-        return [OpTime(s, n.name, n.op, t / k)
-                for s, (n, t) in enumerate(zip(self.steps, self.times)) if not n.is_view]
-
-    def time_by_op(self) -> dict[str, float]:
-        "Mean seconds per run spent in each op, largest first."
-        total: dict[str, float] = {}
-        for p in self.profile():
-            total[p.op] = total.get(p.op, 0.0) + p.seconds
-        return dict(sorted(total.items(), key=lambda kv: -kv[1]))
-
     def __repr__(self):
         return (f"Executor({self.graph.name!r}, {self.backend!r}, {len(self.steps)} steps, "
                 f"arena {self.plan.arena_size} B)")
+
+# %% ../notebooks/06a_runtime.ipynb #62dca74b
+def _bind(self, values: Mapping[str, object]) -> Executor:
+    "Bind weights and states by name (names the graph does not use are ignored)."
+    for name, v in values.items():
+        node = self.leaves.get(name)
+        if node is not None and node.kind in ("weight", "state"):
+            _check_value(node, v)
+            self.bound[name] = v
+            self._calls = None
+    return self
+
+
+def _prepare(self) -> list:
+    "Every op call with its arguments, worked out once: inputs, weights and views never move."
+    missing = [n for n, leaf in self.leaves.items() if leaf.kind != "input" and n not in self.bound]
+    if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise GraphError(f"graph {self.graph.name!r} needs values for {missing[:5]}{more}: "
+                         f"bind weights/states with bind()")
+    vals = {self.leaves[n]: v for n, v in {**self.bound, **self.inputs}.items()}
+    calls = []
+    for s, (n, fn) in enumerate(zip(self.steps, self._fns)):
+        args = [vals[i] for i in n.inputs]
+        if fn is None:                          # a view: same bytes, another shape
+            vals[n] = args[0].reshape(n.shape)
+            continue
+        kw = dict(n.attrs, out=self._views[n])
+        if self.backend != "cpu":
+            kw["stream"] = self.stream
+        if n in self._scratch:
+            kw["workspace"] = self._scratch[n]
+        calls.append((s, n, fn, args, kw))
+        vals[n] = self._views[n]
+    self._values = vals
+    return calls
 
 
 def _check_value(node: Node, v) -> None:
@@ -279,3 +188,116 @@ def _check_value(node: Node, v) -> None:
                              f"{node.nbytes} expected for shape {list(node.shape)}")
     elif shape != node.shape:
         raise ShapeError(f"{node.name!r} must have shape {list(node.shape)}, got {list(shape)}")
+
+
+Executor.bind = _bind
+Executor._prepare = _prepare
+
+# %% ../notebooks/06a_runtime.ipynb #9c3bbf31
+def _load(self, feed: Mapping[str, object]) -> None:
+    "Copy the inputs into their places (on CUDA: staged on the host, then one copy to the device)."
+    unknown = [k for k in feed if k not in self.inputs]
+    if unknown:
+        raise GraphError(f"unknown input(s) {unknown}; graph {self.graph.name!r} takes "
+                         f"{list(self.inputs)}")
+    missing = [k for k in self.inputs if k not in feed]
+    if missing:
+        raise GraphError(f"graph {self.graph.name!r} needs values for {missing}: pass inputs to run()")
+    if self._staging is not None:
+        self._copied.synchronize()   # deferred release: the last copy out of it may still be running
+    for name, v in feed.items():
+        n = self.leaves[name]
+        if getattr(v, "device", "cpu") == "cuda":
+            v = v.to("cpu").numpy()
+        a = np.asarray(v)
+        if a.shape != n.shape:
+            raise ShapeError(f"input {name!r} must have shape {list(n.shape)}, got {list(a.shape)}")
+        dst = self.inputs[name] if self._staging is None else self._staged(name)
+        np.copyto(dst, a, casting="same_kind" if a.dtype.kind == dst.dtype.kind else "unsafe")
+    if self._staging is not None and self.input_bytes:
+        from tffedu.device import cuda_driver
+        cuda_driver().memcpy_htod_async(self.memory.data_ptr(), self._staging[:self.input_bytes], self.stream)
+        self._copied.record(self.stream)
+
+
+def _staged(self, name: str) -> np.ndarray:
+    n, off = self.leaves[name], self.input_offsets[name]
+    return self._staging[off:off + n.nbytes].view(n.dtype.np_dtype).reshape(n.shape)
+
+
+def _launch(self) -> None:
+    "Call every op once on what is in place (no copies, no allocation: capturable on CUDA)."
+    if self._calls is None:
+        self._calls = self._prepare()
+    clock = time.perf_counter
+    for s, n, fn, args, kw in self._calls:
+        t0 = clock()
+        try:
+            res = fn(*args, **kw)
+        except TypeError as e:                  # most often: attrs the op does not take
+            raise GraphError(f"step {s} {n!r}: {e}") from e
+        self.times[s] += clock() - t0
+        if res is not None and res is not kw["out"] and self.backend == "cpu":
+            np.copyto(kw["out"], res)           # an op that ignored out=: keep the contract
+    self.n_runs += 1
+
+
+def _output(self, name: str, copy: bool = True):
+    "An output after a run: a host copy (numpy), or with copy=False the arena's own view."
+    if self._calls is None:
+        self._calls = self._prepare()
+    v = self._values[self.graph[name]]
+    if not copy:
+        return v
+    return np.array(v) if self.backend == "cpu" else v.to("cpu").numpy()
+
+
+def _run(self, inputs: Mapping[str, object] | None = None, *, copy: bool = True,
+         **kw) -> dict[str, object]:
+    """Run every step; returns {output name: value}. With copy=False the values are views into
+    the arena, overwritten by the next run."""
+    self.load({**(inputs or {}), **kw})
+    self.launch()
+    return {o.name: self.output(o.name, copy) for o in self.graph.outputs}
+
+
+Executor.load = _load
+Executor._staged = _staged
+Executor.launch = _launch
+Executor.output = _output
+Executor.run = _run
+Executor.__call__ = _run
+
+# %% ../notebooks/06a_runtime.ipynb #cd19b746
+@dataclass
+class OpTime:
+    "Mean wall time of one step over the timed runs."
+    step: int
+    name: str
+    op: str
+    seconds: float
+
+
+def _reset_times(self) -> None:
+    self.times = np.zeros(len(self.steps))
+    self.n_runs = 0
+
+
+def _profile(self) -> list[OpTime]:
+    "Mean wall time of every step per run (host time: on CUDA it measures launches only)."
+    k = max(self.n_runs, 1)
+    return [OpTime(s, n.name, n.op, t / k)
+            for s, (n, t) in enumerate(zip(self.steps, self.times)) if not n.is_view]
+
+
+def _time_by_op(self) -> dict[str, float]:
+    "Mean seconds per run spent in each op, largest first."
+    total: dict[str, float] = {}
+    for p in self.profile():
+        total[p.op] = total.get(p.op, 0.0) + p.seconds
+    return dict(sorted(total.items(), key=lambda kv: -kv[1]))
+
+
+Executor.reset_times = _reset_times
+Executor.profile = _profile
+Executor.time_by_op = _time_by_op

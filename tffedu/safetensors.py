@@ -26,8 +26,13 @@ __all__ = ['MAX_HEADER', 'MAX_RANK', 'MAX_JSON', 'ST_DTYPES', 'HF_TO_GGUF', 'STE
 
 # %% ../notebooks/03c_safetensors.ipynb #6a458b28
 MAX_HEADER = 100 * 1024 * 1024   # the safetensors spec caps the JSON header at 100 MB
+
+
 MAX_RANK = 32                     # numpy's limit is 64; no weight has more than a few dims
+
+
 MAX_JSON = 64 * 1024 * 1024       # config.json and the shard index: far below this
+
 
 # safetensors dtype -> (numpy storage dtype, tffedu DType name); BF16 is kept as uint16 bits
 ST_DTYPES = {
@@ -70,46 +75,6 @@ class SafetensorsFile:
     def _fail(self, msg):
         raise SafetensorsError(f"{self.path}: {msg}")
 
-    def _parse(self, size: int):
-        (n,) = struct.unpack_from("<Q", self._mm, 0)
-        if n > size - 8 or n > MAX_HEADER:
-            self._fail(f"header length {n} at byte 0 does not fit in the {size}-byte file "
-                       f"(or exceeds {MAX_HEADER})")
-        try:
-            header = json.loads(self._mm[8:8 + n].decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as e:   # deep nesting: RecursionError
-            self._fail(f"the JSON header (bytes 8..{8 + n}) is not valid: {type(e).__name__}: {e}")
-        if not isinstance(header, dict):
-            self._fail("the JSON header is not an object")
-        meta = header.pop("__metadata__", None) or {}
-        if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-            self._fail("__metadata__ must map strings to strings")
-        self.metadata, self.data_offset = meta, 8 + n
-        self.tensors = {name: self._entry(name, e, size - 8 - n) for name, e in header.items()}
-        spans = sorted((t.offset, t.offset + t.nbytes, t.name) for t in self.tensors.values())
-        for (b0, e0, n0), (b1, _, n1) in zip(spans, spans[1:]):
-            if b1 < e0:
-                self._fail(f"tensors {n0!r} and {n1!r} overlap (bytes {b1}..{e0})")
-
-    def _entry(self, name: str, e, data_len: int) -> STEntry:
-        if not isinstance(e, dict) or e.get("dtype") not in ST_DTYPES:
-            self._fail(f"tensor {name!r}: unknown or missing dtype "
-                       f"{e.get('dtype') if isinstance(e, dict) else e!r}")
-        shape, offs = e.get("shape"), e.get("data_offsets")
-        if not (isinstance(shape, list) and len(shape) <= MAX_RANK
-                and all(type(d) is int and d >= 0 for d in shape)):
-            self._fail(f"tensor {name!r}: bad shape {str(shape)[:80]} (non-negative integers, "
-                       f"at most {MAX_RANK} of them)")
-        if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
-                and 0 <= offs[0] <= offs[1] <= data_len):
-            self._fail(f"tensor {name!r}: data_offsets {str(offs)[:80]} outside the {data_len}-byte data")
-        itemsize = np.dtype(ST_DTYPES[e["dtype"]][0]).itemsize
-        numel = int(np.prod(shape, dtype=object)) if shape else 1
-        if offs[1] - offs[0] != numel * itemsize:
-            self._fail(f"tensor {name!r}: {offs[1] - offs[0]} bytes for shape {shape} of "
-                       f"{e['dtype']} (needs {numel * itemsize})")
-        return STEntry(name, e["dtype"], tuple(shape), self.data_offset + offs[0], offs[1] - offs[0])
-
     def numpy(self, name: str) -> np.ndarray:
         "A read-only numpy view of the map (BF16 as uint16 bits)."
         if self._mm is None:
@@ -130,7 +95,54 @@ class SafetensorsFile:
                 pass   # a view is alive: the map is freed with it
 
     def __enter__(self): return self
+
     def __exit__(self, *exc): self.close()
+
+# %% ../notebooks/03c_safetensors.ipynb #8c482f99
+def _parse(self, size: int):
+    (n,) = struct.unpack_from("<Q", self._mm, 0)
+    if n > size - 8 or n > MAX_HEADER:
+        self._fail(f"header length {n} at byte 0 does not fit in the {size}-byte file "
+                   f"(or exceeds {MAX_HEADER})")
+    try:
+        header = json.loads(self._mm[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:   # deep nesting: RecursionError
+        self._fail(f"the JSON header (bytes 8..{8 + n}) is not valid: {type(e).__name__}: {e}")
+    if not isinstance(header, dict):
+        self._fail("the JSON header is not an object")
+    meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        self._fail("__metadata__ must map strings to strings")
+    self.metadata, self.data_offset = meta, 8 + n
+    self.tensors = {name: self._entry(name, e, size - 8 - n) for name, e in header.items()}
+    spans = sorted((t.offset, t.offset + t.nbytes, t.name) for t in self.tensors.values())
+    for (b0, e0, n0), (b1, _, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            self._fail(f"tensors {n0!r} and {n1!r} overlap (bytes {b1}..{e0})")
+
+
+def _entry(self, name: str, e, data_len: int) -> STEntry:
+    if not isinstance(e, dict) or e.get("dtype") not in ST_DTYPES:
+        self._fail(f"tensor {name!r}: unknown or missing dtype "
+                   f"{e.get('dtype') if isinstance(e, dict) else e!r}")
+    shape, offs = e.get("shape"), e.get("data_offsets")
+    if not (isinstance(shape, list) and len(shape) <= MAX_RANK
+            and all(type(d) is int and d >= 0 for d in shape)):
+        self._fail(f"tensor {name!r}: bad shape {str(shape)[:80]} (non-negative integers, "
+                   f"at most {MAX_RANK} of them)")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
+            and 0 <= offs[0] <= offs[1] <= data_len):
+        self._fail(f"tensor {name!r}: data_offsets {str(offs)[:80]} outside the {data_len}-byte data")
+    itemsize = np.dtype(ST_DTYPES[e["dtype"]][0]).itemsize
+    numel = int(np.prod(shape, dtype=object)) if shape else 1
+    if offs[1] - offs[0] != numel * itemsize:
+        self._fail(f"tensor {name!r}: {offs[1] - offs[0]} bytes for shape {shape} of "
+                   f"{e['dtype']} (needs {numel * itemsize})")
+    return STEntry(name, e["dtype"], tuple(shape), self.data_offset + offs[0], offs[1] - offs[0])
+
+
+SafetensorsFile._parse = _parse
+SafetensorsFile._entry = _entry
 
 # %% ../notebooks/03c_safetensors.ipynb #7e382d19
 HF_TO_GGUF = [
@@ -185,82 +197,14 @@ class HFModel:
             self.close()
             raise
 
-    def _index(self):
-        "GGUF name -> (file, HF name) for every tensor a model uses; then the shapes against the config."
-        self._where: dict[str, tuple[SafetensorsFile, str]] = {}
-        self.unused: list[str] = []
-        for f in self.files:
-            for hf in f.tensors:
-                g = gguf_name(hf)
-                if g is None or (g == "output.weight" and self.config.tied_embeddings):
-                    self.unused.append(hf)
-                elif g in self._where:
-                    raise SafetensorsError(f"{f.path}: tensor {hf!r} also appears in "
-                                           f"{self._where[g][0].path}")
-                else:
-                    self._where[g] = (f, hf)
-        shapes = {g: f.tensors[hf].shape for g, (f, hf) in self._where.items()}
-        types = {g: ST_DTYPES[f.tensors[hf].dtype][1] or f.tensors[hf].dtype
-                 for g, (f, hf) in self._where.items()}
-        check_tensors(self.config, shapes, types, where=self.path)
-
-    @property
-    def metadata(self) -> dict: return {}     # the HF tokenizer is not read here
-    @property
-    def tensor_names(self) -> list[str]: return list(self._where)
-
-    def hf_name(self, name: str) -> str: return self._get(name)[1]
-
-    def _get(self, name):
-        try:
-            return self._where[name]
-        except KeyError:
-            raise ModelError(f"{self.path}: no tensor {name!r} (has {len(self._where)} tensors, "
-                             f"e.g. {list(self._where)[:3]})") from None
-
-    def _permuted(self, name: str) -> bool:
-        return self.config.arch == "llama" and re.fullmatch(r"blk\.\d+\.attn_[qk]\.weight", name) is not None
-
-    def numpy(self, name: str) -> np.ndarray:
-        "The stored values under the GGUF name (BF16 as uint16 bits); Llama Q/K permuted."
-        f, hf = self._get(name)
-        a = f.numpy(hf)
-        if self._permuted(name):
-            a = permute_qk(a, self.config.n_head if ".attn_q." in name else self.config.n_head_kv)
-        return a
-
-    def shape(self, name) -> tuple[int, ...]:
-        f, hf = self._get(name)
-        return f.tensors[hf].shape
-
-    def dtype_name(self, name) -> str:
-        f, hf = self._get(name)
-        return f.tensors[hf].dtype
-
-    def tensor(self, name):
-        "A tffedu Tensor (zero-copy view of the map, except permuted Llama Q/K)."
-        from tffedu.tensor import Tensor, as_dtype
-        f, hf = self._get(name)
-        st = f.tensors[hf]
-        tname = ST_DTYPES[st.dtype][1]
-        if tname is None:
-            raise ModelError(f"{f.path}: tensor {hf!r} has dtype {st.dtype}, which tffedu does not run")
-        if self._permuted(name):       # a new array: the permutation moves rows
-            return Tensor.from_numpy(np.ascontiguousarray(self.numpy(name)), as_dtype(tname))
-        return Tensor.from_buffer(f._mm, as_dtype(tname), st.shape, offset=st.offset)
-
-    def float32(self, name) -> np.ndarray:
-        a = self.numpy(name)
-        if a.dtype == np.uint16:      # BF16 bits
-            return dequantize(a, "BF16", a.shape)
-        return a.astype(np.float32)
-
     def close(self):
         for f in self.files:
             f.close()
 
     def __enter__(self): return self
+
     def __exit__(self, *exc): self.close()
+
     def __repr__(self): return f"HFModel({self.path!r}, {self.config.arch}, {len(self.files)} files)"
 
 
@@ -280,6 +224,101 @@ def _shard_files(folder: str) -> list[str]:
     if not files:
         raise SafetensorsError(f"{folder}: no .safetensors files")
     return files
+
+# %% ../notebooks/03c_safetensors.ipynb #b945dba4
+def _index(self):
+    "GGUF name -> (file, HF name) for every tensor a model uses; then the shapes against the config."
+    self._where: dict[str, tuple[SafetensorsFile, str]] = {}
+    self.unused: list[str] = []
+    for f in self.files:
+        for hf in f.tensors:
+            g = gguf_name(hf)
+            if g is None or (g == "output.weight" and self.config.tied_embeddings):
+                self.unused.append(hf)
+            elif g in self._where:
+                raise SafetensorsError(f"{f.path}: tensor {hf!r} also appears in "
+                                       f"{self._where[g][0].path}")
+            else:
+                self._where[g] = (f, hf)
+    shapes = {g: f.tensors[hf].shape for g, (f, hf) in self._where.items()}
+    types = {g: ST_DTYPES[f.tensors[hf].dtype][1] or f.tensors[hf].dtype
+             for g, (f, hf) in self._where.items()}
+    check_tensors(self.config, shapes, types, where=self.path)
+
+
+def _metadata(self) -> dict: return {}     # the HF tokenizer is not read here
+
+
+def _tensor_names(self) -> list[str]: return list(self._where)
+
+
+def _hf_name(self, name: str) -> str: return self._get(name)[1]
+
+
+def _get(self, name):
+    try:
+        return self._where[name]
+    except KeyError:
+        raise ModelError(f"{self.path}: no tensor {name!r} (has {len(self._where)} tensors, "
+                         f"e.g. {list(self._where)[:3]})") from None
+
+
+HFModel._index = _index
+HFModel.metadata = property(_metadata)
+HFModel.tensor_names = property(_tensor_names)
+HFModel.hf_name = _hf_name
+HFModel._get = _get
+
+# %% ../notebooks/03c_safetensors.ipynb #1f6b46db
+def _permuted(self, name: str) -> bool:
+    return self.config.arch == "llama" and re.fullmatch(r"blk\.\d+\.attn_[qk]\.weight", name) is not None
+
+
+def _numpy(self, name: str) -> np.ndarray:
+    "The stored values under the GGUF name (BF16 as uint16 bits); Llama Q/K permuted."
+    f, hf = self._get(name)
+    a = f.numpy(hf)
+    if self._permuted(name):
+        a = permute_qk(a, self.config.n_head if ".attn_q." in name else self.config.n_head_kv)
+    return a
+
+
+def _shape(self, name) -> tuple[int, ...]:
+    f, hf = self._get(name)
+    return f.tensors[hf].shape
+
+
+def _dtype_name(self, name) -> str:
+    f, hf = self._get(name)
+    return f.tensors[hf].dtype
+
+
+def _tensor(self, name):
+    "A tffedu Tensor (zero-copy view of the map, except permuted Llama Q/K)."
+    from tffedu.tensor import Tensor, as_dtype
+    f, hf = self._get(name)
+    st = f.tensors[hf]
+    tname = ST_DTYPES[st.dtype][1]
+    if tname is None:
+        raise ModelError(f"{f.path}: tensor {hf!r} has dtype {st.dtype}, which tffedu does not run")
+    if self._permuted(name):       # a new array: the permutation moves rows
+        return Tensor.from_numpy(np.ascontiguousarray(self.numpy(name)), as_dtype(tname))
+    return Tensor.from_buffer(f._mm, as_dtype(tname), st.shape, offset=st.offset)
+
+
+def _float32(self, name) -> np.ndarray:
+    a = self.numpy(name)
+    if a.dtype == np.uint16:      # BF16 bits
+        return dequantize(a, "BF16", a.shape)
+    return a.astype(np.float32)
+
+
+HFModel._permuted = _permuted
+HFModel.numpy = _numpy
+HFModel.shape = _shape
+HFModel.dtype_name = _dtype_name
+HFModel.tensor = _tensor
+HFModel.float32 = _float32
 
 # %% ../notebooks/03c_safetensors.ipynb #b2fdce8b
 def inspect_hf(path) -> str:

@@ -165,13 +165,23 @@ class TokenType(IntEnum):
 # End-of-generation tokens recognised by their text, as llama.cpp does (files rarely list them).
 EOG_TEXTS = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
              "<EOT>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>")
+
+
 _SPECIAL = (TokenType.CONTROL, TokenType.USER_DEFINED, TokenType.UNKNOWN)
+
+
 _CACHE_MAX = 1 << 16  # words kept in the encode cache before it starts over
+
+
 MAX_VOCAB = 1 << 22   # 4M tokens: 16x the largest real vocabulary
+
+
 MAX_SPECIAL = 1 << 16  # special tokens (one regex alternation of all of them)
+
+
 _ID_KEYS = ("bos", "eos", "eot", "eom", "padding", "unknown")
 
-
+# %% ../notebooks/04_tokenizer.ipynb #e52c0885
 class Tokenizer:
     """A byte-level BPE tokenizer (GGUF `tokenizer.ggml.model = "gpt2"`).
 
@@ -309,6 +319,8 @@ def _alternation(texts):
 
 # %% ../notebooks/04_tokenizer.ipynb #fd8df2c6
 _MISSING = -1            # placeholder id of a byte symbol the vocabulary lacks (cached per word)
+
+
 MISSING_POLICIES = ("error", "unk", "drop")
 
 
@@ -360,6 +372,10 @@ def _missing_ids(self, word: str, wids: list[int], text: str, missing: str) -> l
         f"missing='unk' (the unknown token) or missing='drop' (drop it, as HF does)")
 
 
+Tokenizer.encode = _encode
+Tokenizer._missing_ids = _missing_ids
+
+# %% ../notebooks/04_tokenizer.ipynb #c0ea62b1
 def _split_special(self, text: str, special: bool = True):
     "Yield (text, None) for stretches of plain text and (token text, id) for each special token."
     pat = self._special if special else self._user_defined
@@ -405,9 +421,8 @@ def _bpe_ids(self, word: str) -> list[int]:
     return ids
 
 
-Tokenizer.encode, Tokenizer.split_special = _encode, _split_special
+Tokenizer.split_special = _split_special
 Tokenizer.word_ids, Tokenizer._word_ids, Tokenizer._bpe_ids = _word_ids, _word_ids_raw, _bpe_ids
-Tokenizer._missing_ids = _missing_ids
 
 # %% ../notebooks/04_tokenizer.ipynb #ca15a6dd
 def _pieces(self) -> list[bytes]:
@@ -748,7 +763,7 @@ def _bounded_render(template, seconds: float, **variables) -> str:
     finally:
         sys.settrace(previous)
 
-
+# %% ../notebooks/04_tokenizer.ipynb #fbf9dbe7
 def render_chat_template(template: str, messages, add_generation_prompt: bool = True,
                          tools=None, documents=None, **kwargs) -> str:
     """Render a chat template string. Template errors (its raise_exception included), errors while
@@ -838,12 +853,70 @@ def _hf_id(v, where: str) -> int:
     return v
 
 # %% ../notebooks/04_tokenizer.ipynb #957048fc
+def _hf_vocab(model: dict, added: list, where: str) -> tuple[dict, list, list]:
+    """tokenizer.json's vocabulary: text -> id (model.vocab, then added_tokens), and the dense
+    tables of token texts and TokenTypes indexed by id."""
+    vocab = {}
+    for t, i in model["vocab"].items():
+        vocab[t] = _hf_id(i, f"{where}: vocab entry {_short(t)}")
+    for a in added:
+        vocab[a["content"]] = _hf_id(a.get("id"), f"{where}: added token {_short(a['content'])}")
+    if not vocab:
+        raise TokenizerError(f"{where}: the vocabulary is empty")
+    n = max(vocab.values()) + 1
+    if n > 2 * len(vocab) + 1024:   # ids index a table: a stray huge id would allocate it
+        raise TokenizerError(f"{where}: token ids run up to {n - 1} for {len(vocab)} tokens; the ids "
+                             f"of a vocabulary must be (nearly) dense")
+    tokens, types = [""] * n, [TokenType.UNUSED] * n  # ids nobody uses stay empty and unused
+    for t, i in vocab.items():
+        tokens[i], types[i] = t, TokenType.NORMAL
+    for a in added:
+        types[a["id"]] = TokenType.CONTROL if a.get("special") else TokenType.USER_DEFINED
+    return vocab, tokens, types
+
+# %% ../notebooks/04_tokenizer.ipynb #a89e5fb6
+def _hf_bos(spec: dict, cfg: dict, vocab: dict, tid, folder, where: str) -> tuple:
+    """(add_bos, bos_id): tokenizer_config's add_bos_token, else a special token in front of $A in
+    the post-processor; the BOS is the config's bos_token, else that special token."""
+    add_bos, post = cfg.get("add_bos_token"), spec.get("post_processor") or {}
+    if add_bos is not None and not isinstance(add_bos, bool):
+        raise TokenizerError(f"{folder}/tokenizer_config.json: add_bos_token must be true or false, got {_short(add_bos)}")
+    if not isinstance(post, dict):
+        raise TokenizerError(f"{where}: post_processor must be an object, got {_short(post)}")
+    procs = post.get("processors", [post]) if post.get("type") == "Sequence" else [post]
+    bos_text = None
+    for p in procs if isinstance(procs, list) else ():
+        single = p.get("single") if isinstance(p, dict) else None
+        if p and p.get("type") == "TemplateProcessing" and isinstance(single, list) and single:
+            first = single[0].get("SpecialToken") if isinstance(single[0], dict) else None
+            if add_bos is None:
+                add_bos = first is not None
+            if bos_text is None and isinstance(first, dict) and isinstance(first.get("id"), str):
+                bos_text = first["id"]
+    bos_id = tid("bos_token")
+    if add_bos and bos_id is None:
+        bos_id = vocab.get(bos_text)
+    return add_bos, bos_id
+
+# %% ../notebooks/04_tokenizer.ipynb #d7f767b9
+def _hf_chat_template(cfg: dict, folder) -> str | None:
+    "chat_template.jinja when the folder has one, else tokenizer_config's template (of several, the 'default')."
+    from tffedu.gguf import read_text
+    template = cfg.get("chat_template")
+    if isinstance(template, list):   # several named templates: HF uses the one named "default"
+        template = next((t.get("template") for t in template if isinstance(t, dict)
+                         and t.get("name") == "default"), None)
+    if os.path.lexists(folder / "chat_template.jinja"):
+        template = read_text(folder / "chat_template.jinja", MAX_TEMPLATE_FILE, TokenizerError)
+    return template if isinstance(template, str) else None
+
+# %% ../notebooks/04_tokenizer.ipynb #040395ce
 def _from_hf_folder(cls, folder) -> Tokenizer:
     """The tokenizer of a Hugging Face folder: tokenizer.json (+ tokenizer_config.json,
     chat_template.jinja, generation_config.json when present). Byte-level BPE only."""
     import pathlib
     import unicodedata
-    from tffedu.gguf import read_json, read_text
+    from tffedu.gguf import read_json
     folder = pathlib.Path(folder)
 
     def read(name, limit=MAX_TOKENIZER_JSON):
@@ -870,52 +943,15 @@ def _from_hf_folder(cls, folder) -> Tokenizer:
     if not isinstance(added, list) or not all(isinstance(a, dict) and isinstance(a.get("content"), str)
                                               for a in added):
         raise TokenizerError(f"{where}: added_tokens must be a list of {{'content': str, 'id': int}}")
-    vocab = {}
-    for t, i in model["vocab"].items():
-        vocab[t] = _hf_id(i, f"{where}: vocab entry {_short(t)}")
-    for a in added:
-        vocab[a["content"]] = _hf_id(a.get("id"), f"{where}: added token {_short(a['content'])}")
-    if not vocab:
-        raise TokenizerError(f"{where}: the vocabulary is empty")
-    n = max(vocab.values()) + 1
-    if n > 2 * len(vocab) + 1024:   # ids index a table: a stray huge id would allocate it
-        raise TokenizerError(f"{where}: token ids run up to {n - 1} for {len(vocab)} tokens; the ids "
-                             f"of a vocabulary must be (nearly) dense")
-    tokens, types = [""] * n, [TokenType.UNUSED] * n  # ids nobody uses stay empty and unused
-    for t, i in vocab.items():
-        tokens[i], types[i] = t, TokenType.NORMAL
-    for a in added:
-        types[a["id"]] = TokenType.CONTROL if a.get("special") else TokenType.USER_DEFINED
+    vocab, tokens, types = _hf_vocab(model, added, where)
+    n = len(tokens)
     cfg, gen = read("tokenizer_config.json"), read("generation_config.json", 1 << 20)
     tid = lambda key: vocab.get(_token_content(cfg.get(key), f"{folder}/tokenizer_config.json: {key}"))  # noqa: E731
-    # BOS: tokenizer_config's add_bos_token, else a special token in front of $A in the post-processor
-    add_bos, post = cfg.get("add_bos_token"), spec.get("post_processor") or {}
-    if add_bos is not None and not isinstance(add_bos, bool):
-        raise TokenizerError(f"{folder}/tokenizer_config.json: add_bos_token must be true or false, got {_short(add_bos)}")
-    if not isinstance(post, dict):
-        raise TokenizerError(f"{where}: post_processor must be an object, got {_short(post)}")
-    procs = post.get("processors", [post]) if post.get("type") == "Sequence" else [post]
-    bos_text = None
-    for p in procs if isinstance(procs, list) else ():
-        single = p.get("single") if isinstance(p, dict) else None
-        if p and p.get("type") == "TemplateProcessing" and isinstance(single, list) and single:
-            first = single[0].get("SpecialToken") if isinstance(single[0], dict) else None
-            if add_bos is None:
-                add_bos = first is not None
-            if bos_text is None and isinstance(first, dict) and isinstance(first.get("id"), str):
-                bos_text = first["id"]
-    bos_id = tid("bos_token")
-    if add_bos and bos_id is None:
-        bos_id = vocab.get(bos_text)
-    template = cfg.get("chat_template")
-    if isinstance(template, list):   # several named templates: HF uses the one named "default"
-        template = next((t.get("template") for t in template if isinstance(t, dict)
-                         and t.get("name") == "default"), None)
-    if os.path.lexists(folder / "chat_template.jinja"):
-        template = read_text(folder / "chat_template.jinja", MAX_TEMPLATE_FILE, TokenizerError)
+    add_bos, bos_id = _hf_bos(spec, cfg, vocab, tid, folder, where)
+    template = _hf_chat_template(cfg, folder)
     tok = cls(tokens, types, model.get("merges") or (), _hf_pre_name(spec.get("pre_tokenizer")),
               bos_id=bos_id, eos_id=tid("eos_token"), add_bos=bool(add_bos), pad_id=tid("pad_token"),
-              unk_id=tid("unk_token"), chat_template=template if isinstance(template, str) else None)
+              unk_id=tid("unk_token"), chat_template=template)
     extra = gen.get("eos_token_id")
     extra = extra if isinstance(extra, list) else [] if extra is None else [extra]
     for i in extra:
