@@ -320,6 +320,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'tffedu.model._forward': ('model.html#_forward', 'tffedu/model.py'),
                               'tffedu.model._generate': ('model.html#_generate', 'tffedu/model.py'),
                               'tffedu.model._logits': ('model.html#_logits', 'tffedu/model.py'),
+                              'tffedu.model._picker': ('sampling.html#_picker', 'tffedu/model.py'),
                               'tffedu.model._stop_list': ('model.html#_stop_list', 'tffedu/model.py'),
                               'tffedu.model.load': ('model.html#load', 'tffedu/model.py')},
             'tffedu.modelfile': { 'tffedu.modelfile.GGUFModel': ('modelfile.html#ggufmodel', 'tffedu/modelfile.py'),

@@ -200,14 +200,14 @@ def _generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, 
     """Continue `prompt` (str or token ids) by up to `max_new_tokens` tokens.
 
     temperature 0 is greedy; otherwise softmax(logits / temperature) filtered by top_k (0 = off),
-    top_p (1 = off) and min_p (0 = off), drawn from a numpy Generator seeded with `seed`.
+    top_p (1 = off) and min_p (0 = off), drawn from a numpy Generator seeded with `seed` (the
+    token picker, `_picker`, is chapter 14's sampler).
     Generation stops at an EOS token (kept in `tokens`), after max_new_tokens, or once the text
     contains one of the `stop` strings. `callback(token_id)` is called for every new token.
     ignore_eos=True generates exactly max_new_tokens (benchmarks).
     """
-    from tffedu.sampling import SamplingParams, sample
-    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
-                            seed=seed)                         # SamplingError on a bad value
+    pick = self._picker(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                        seed=seed)                             # SamplingError on a bad value
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) \
             or max_new_tokens < 0:
         raise SamplingError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
@@ -219,7 +219,6 @@ def _generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, 
             f"{len(ids) + max_new_tokens} tokens, more than the context of {self.n_ctx}"
             + (f" (the model was trained for {self.config.context_length}; load(..., n_ctx=...) "
                f"allocates more)" if self.n_ctx < self.config.context_length else ""))
-    rng = params.make_rng()
     new: list[int] = []
     reason = "length"
     t0 = time.perf_counter()
@@ -228,7 +227,7 @@ def _generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, 
         logits = self.forward(ids, 0, last_only=True)[-1]      # prefill: [V] for the next token
         t1 = time.perf_counter()
         for i in range(max_new_tokens):
-            tok = int(sample(logits, params, rng))
+            tok = pick(logits)
             new.append(tok)
             if callback is not None:
                 callback(tok)
@@ -242,7 +241,6 @@ def _generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, 
                 logits = self.forward([tok], len(ids) + i)[0]
     t2 = time.perf_counter()
     return Generation(new, self.decode(new), ids, reason, t1 - t0, t2 - t1)
-
 
 
 Model.generate = _generate
@@ -278,3 +276,16 @@ def load(path=None, device: str = "cpu", n_ctx: int | None = None, warm: bool = 
     except NoTokenizerError:          # no vocabulary at all; a broken one is an error
         pass
     return cls(source, device, n_ctx, warm, tokenizer)
+
+# %% ../notebooks/14_sampling.ipynb #79d7a99d
+def _picker(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
+            seed: int | None = None):
+    """How `generate` picks each next token: `sample` (chapter 14) with these parameters, checked
+    here before any work, and one numpy Generator for the whole call, seeded with `seed`."""
+    from tffedu.sampling import SamplingParams, sample
+    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+    rng = params.make_rng()
+    return lambda logits: int(sample(logits, params, rng))
+
+
+Model._picker = _picker
