@@ -22,8 +22,6 @@ NB = {p.stem: p for p in notebooks()}
 
 # notebook -> {test: what is wrong}, for notebooks under rewrite by their owners
 KNOWN = {
-    "03_gguf": {"reading_order": "imports tffedu.quant (03a) for its type table and dequantize "
-                                 "(issue 10: one dtype table, chapter 02's)"},
     "10_cuda_basics": {"pictures": "gpu plot cells not re-executed on the H200 since the Agg backend lost them"},
     "12_attention": {"pictures": "gpu plot cells not re-executed on the H200 since the Agg backend lost them"},
 }

@@ -120,7 +120,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'tffedu.gguf._alignment': ('gguf.html#_alignment', 'tffedu/gguf.py'),
                              'tffedu.gguf._arch': ('gguf.html#_arch', 'tffedu/gguf.py'),
                              'tffedu.gguf._check_tensor': ('gguf.html#_check_tensor', 'tffedu/gguf.py'),
-                             'tffedu.gguf._dequantize_tensor': ('gguf.html#_dequantize_tensor', 'tffedu/gguf.py'),
+                             'tffedu.gguf._dequantize_tensor': ('quant.html#_dequantize_tensor', 'tffedu/gguf.py'),
                              'tffedu.gguf._get': ('gguf.html#_get', 'tffedu/gguf.py'),
                              'tffedu.gguf._info': ('gguf.html#_info', 'tffedu/gguf.py'),
                              'tffedu.gguf._parse': ('gguf.html#_parse', 'tffedu/gguf.py'),

@@ -19,11 +19,10 @@ from enum import IntEnum
 import numpy as np
 
 from .errors import GGUFError, TffeduError
-from .quant import GGML_TYPES, dequantize as _dequantize
+from .tensor import DTYPES
 
 # %% auto #0
-__all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'ValueType', 'TensorInfo', 'open_regular',
-           'read_text', 'read_json', 'GGUFFile']
+__all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'ValueType', 'TensorInfo', 'open_regular', 'read_text', 'read_json', 'GGUFFile']
 
 # %% ../notebooks/03_gguf.ipynb #872fec63
 GGUF_MAGIC = b"GGUF"
@@ -145,6 +144,9 @@ def _read_value(cur: _Cursor, vtype: ValueType, key: str, depth: int = 0):
     return [_read_value(cur, etype, key, depth + 1) for _ in range(count)]
 
 # %% ../notebooks/03_gguf.ipynb #8b697011
+_GGML_TYPES = {d.ggml_id: d for d in DTYPES.values()}   # ggml type id -> chapter 02's DType
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     "One tensor of a GGUF file. `shape` is numpy order (slowest first), `ne` GGUF order."
@@ -158,7 +160,7 @@ class TensorInfo:
     @property
     def ne(self) -> tuple[int, ...]: return tuple(reversed(self.shape))
     @property
-    def type_name(self) -> str: return GGML_TYPES[self.ggml_type].name
+    def type_name(self) -> str: return _GGML_TYPES[self.ggml_type].name
     @property
     def numel(self) -> int: return int(np.prod(self.shape, dtype=object))
 
@@ -190,7 +192,7 @@ def _read_tensor_info(cur: _Cursor) -> tuple[str, tuple[int, ...], int, int, int
 def _check_tensor(path, name, ne, ggml_type, rel, info_at, data_start, alignment, size):
     "Size, alignment and bounds of one tensor; returns its TensorInfo."
     def fail(msg): raise GGUFError(f"{path}: tensor {name!r} (info at byte {info_at}): {msg}")
-    fmt = GGML_TYPES.get(ggml_type)
+    fmt = _GGML_TYPES.get(ggml_type)
     if fmt is None:
         fail(f"unknown ggml type {ggml_type}")
     if 0 in ne:
@@ -377,15 +379,18 @@ def _tensor(self, name: str):
         raise GGUFError(f"{self.path}: tensor {name!r}: {e}") from e
 
 
-def _dequantize_tensor(self, name: str) -> np.ndarray:
-    "The tensor as float32 numpy (a new array)."
-    ti = self._info(name)
-    return _dequantize(self.raw(name), ti.ggml_type, ti.shape)
-
-
 GGUFFile.get = _get
 GGUFFile.arch = property(_arch)
 GGUFFile._info = _info
 GGUFFile.raw = _raw
 GGUFFile.tensor = _tensor
+
+# %% ../notebooks/03a_quant.ipynb #ed53051b
+def _dequantize_tensor(self, name: str) -> np.ndarray:
+    "The tensor as float32 numpy (a new array): its raw blocks through `quant.dequantize` (chapter 03a)."
+    from tffedu.quant import dequantize
+    ti = self._info(name)
+    return dequantize(self.raw(name), ti.ggml_type, ti.shape)
+
+
 GGUFFile.dequantize = _dequantize_tensor
