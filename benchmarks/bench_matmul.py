@@ -44,7 +44,8 @@ def variants():
     v += [("flash_attn.cu", {**c, "HEAD_DIM": d}) for c in fl for d in (64, 128)]
     # the model path (chapter 13): the memory-bound kernels, decode attention per head dim and GQA
     # group, flash attention and the naive kernel at the small head dims of the test models
-    v += [("elementwise.cu", {}), ("embedding.cu", {}), ("argmax.cu", {}), ("rope.cu", {}),
+    v += [("elementwise.cu", {}), ("embedding.cu", {}), ("argmax.cu", {}), ("argmax.cu", {"ARGMAX_CHUNK": 2048}),
+          ("rope.cu", {}),
           ("rope.cu", {"QKN_WARPS": 4}), ("rmsnorm.cu", {"BLOCK": 256}), ("softmax.cu", {"BLOCK": 256}),
           ("softmax.cu", {"BLOCK": 1024}), ("paged_attn.cu", {})]
     for d in (16, 64, 128):

@@ -45,8 +45,9 @@ def vocab_fields():
             yield name, f.contents(), f.types[0], sub
 
 
-def write(name: str, path: pathlib.Path, seed: int = 0) -> pathlib.Path:
-    c = MODELS[name]
+def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = None) -> pathlib.Path:
+    "The file of model `name`; `n_layer` cuts it to its first blocks (for per-layer profiles)."
+    c = dict(MODELS[name], **({"n_layer": n_layer} if n_layer else {}))
     rng = np.random.default_rng(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path), "qwen3")
@@ -92,6 +93,7 @@ if __name__ == "__main__":
     ap.add_argument("model", choices=sorted(MODELS))
     ap.add_argument("path", type=pathlib.Path)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--layers", type=int, help="only the first N blocks (default: all)")
     a = ap.parse_args()
-    out = write(a.model, a.path, a.seed)
+    out = write(a.model, a.path, a.seed, a.layers)
     print(f"wrote {out} ({out.stat().st_size / 2**30:.2f} GiB)")

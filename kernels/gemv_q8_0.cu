@@ -14,10 +14,11 @@
 //                        so each activation block is loaded once for ROWS rows.
 //   v4 gemv_q8_0_persist: v3's tiles and arithmetic on a persistent grid (one wave of blocks; each
 //                        warp streams many rows through one cp.async pipeline: no tail wave).
+//   v3 with an epilogue (gemv_q8_0_dp4a_add / _glu): the residual add, or gate + up + SwiGLU, done
+//                        by the GEMV itself (fewer launches per decode step).
 // Plus the helpers: quantize_q8_act (x -> int8 + one fp32 scale per 32 values) and
 // dequant_q8_0_f16 (for prefill: Q8_0 -> fp16, then the tensor-core GEMM).
-#include <cuda_fp16.h>
-#include <stdint.h>
+#include "common.cuh"
 
 #ifndef BATCH
 #define BATCH 1          // tokens per call: 1..8, a compile-time constant (registers!)
@@ -135,6 +136,56 @@ extern "C" __global__ void quantize_q8_act_f16(const __half* x, int8_t* xq, floa
     quantize_act<__half>(x, xq, xd, T, K);
 }
 
+// ---------------------------------------------------------------- RMSNorm -> int8 blocks, fused
+// The attention and FFN norms feed only GEMVs, which quantize what the norm wrote: one launch
+// instead of a norm and a quantization per GEMV (three for q, k and v). The output is one "packed
+// activation" buffer: xq int8 [T, D], then xd fp32 [T, D/32]. Bit for bit what rmsnorm_v3/v4
+// (chapter 10, the same sums in the same order: WARP_SUM selects v4's warp-per-row reduction, used
+// for D <= 1024) followed by quantize_q8_act_f32 give. Blocks of 256 threads, grid (T, D/256):
+// every block of a row sums the whole row (16 KB at D = 4096, from L2), then its 8 warps quantize
+// 8 blocks of 32 — a block per row would leave a decode step's one row on one SM.
+#ifndef WARP_SUM
+#define WARP_SUM 0
+#endif
+extern "C" __global__ void rmsnorm_quantize_q8(const float* __restrict__ x, const float* __restrict__ w,
+                                               int8_t* __restrict__ xq, float* __restrict__ xd, int T, int D,
+                                               float eps) {
+    __shared__ float red[32];
+    const int r = blockIdx.x, tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP, D4 = D / 4;
+    const float4* xr = reinterpret_cast<const float4*>(x + (size_t)r * D);
+    float ss = 0.f;
+    float inv;
+    if (WARP_SUM) {                              // v4: the first warp sums, lane-strided
+        if (wid == 0) {
+            for (int i = lane; i < D4; i += WARP) {
+                float4 v = xr[i];
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+            }
+            ss = warp_sum(ss);
+            if (lane == 0) red[0] = rsqrtf(ss / D + eps);
+        }
+        __syncthreads();
+        inv = red[0];
+    } else {                                     // v3: the block sums, thread-strided
+        for (int i = tid; i < D4; i += blockDim.x) {
+            float4 v = xr[i];
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+        inv = rsqrtf(block_sum(ss, red) / D + eps);
+    }
+    const int nb = D / QK, b = blockIdx.y * (blockDim.x / WARP) + wid;
+    if (b < nb) {                                // a warp per 32-block, as quantize_act does it
+        const int i = b * QK + lane;
+        const float v = x[(size_t)r * D + i] * inv * w[i];
+        float a = fabsf(v);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+        const float d = a / 127.f;
+        xq[(size_t)r * D + i] = (int8_t)(d > 0.f ? __float2int_rn(v / d) : 0);
+        if (lane == 0) xd[(size_t)r * nb + b] = d;
+    }
+}
+
 // ---------------------------------------------------------------- v3: dp4a + cp.async staging
 #define TB 32                          // Q8_0 blocks per tile: one per lane
 #define TILE_BYTES (TB * QBYTES)       // 1088
@@ -148,26 +199,43 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-gemv_q8_0_dp4a(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, const float* __restrict__ xd,
-               float* __restrict__ y, int N, int K)
+// The epilogue of v3 (EPI): 0 writes y; 1 (matmul_add) adds a residual, y = res + x @ w^T, so
+// the block's add kernel disappears; 2 (matmul_swiglu) reads the rows of two matrices, gate = w
+// and up = w2, through one pipeline (rows r < ROWS from w, ROWS + r from w2, same n) and writes
+// y = silu(gate) * up: two GEMVs and the swiglu kernel in one launch.
+#define EPI_NONE 0
+#define EPI_ADD 1
+#define EPI_GLU 2
+
+__device__ __forceinline__ float silu_f(float g) { return g / (1.f + __expf(-g)); }
+
+template <int EPI>
+__device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
+                                               const float* __restrict__ res, const int8_t* __restrict__ xq,
+                                               const float* __restrict__ xd, float* __restrict__ y, int N, int K)
 {
-    __shared__ __align__(16) uint4 buf[WARPS][NSTAGE][ROWS][TILE_VEC];
+    constexpr int RR = EPI == EPI_GLU ? 2 * ROWS : ROWS;          // weight rows this warp streams
+    auto buf = reinterpret_cast<uint4 (*)[NSTAGE][RR][TILE_VEC]>(smem);   // [WARPS][NSTAGE][RR][TILE_VEC]
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const int n0 = (blockIdx.x * WARPS + wid) * ROWS;
     if (n0 >= N) return;
     const int nb = K / QK;
     const size_t row_bytes = (size_t)nb * QBYTES;
     const int ntiles = (nb + TB - 1) / TB;
+    auto row_of = [&](int r) -> const uint8_t* {                  // weight row r of this warp
+        return EPI == EPI_GLU && r >= ROWS ? w2 + (size_t)(n0 + r - ROWS) * row_bytes
+                                           : w + (size_t)(n0 + r) * row_bytes;
+    };
+    auto valid = [&](int r) { return n0 + (EPI == EPI_GLU && r >= ROWS ? r - ROWS : r) < N; };
 
-    // Issue the 16-byte copies of tile `tile` of our ROWS rows into stage `st`. The copy window
+    // Issue the 16-byte copies of tile `tile` of our RR rows into stage `st`. The copy window
     // starts at the 16-byte boundary at or below the tile's first byte.
     auto issue = [&](int tile, int st) {
         const int nblk = min(TB, nb - tile * TB);
 #pragma unroll
-        for (int r = 0; r < ROWS; ++r) {
-            if (n0 + r >= N) break;
-            const uintptr_t a = reinterpret_cast<uintptr_t>(w + (size_t)(n0 + r) * row_bytes + (size_t)tile * TILE_BYTES);
+        for (int r = 0; r < RR; ++r) {
+            if (!valid(r)) continue;
+            const uintptr_t a = reinterpret_cast<uintptr_t>(row_of(r) + (size_t)tile * TILE_BYTES);
             const uintptr_t a0 = a & ~(uintptr_t)15;
             const int nvec = (int)(((a + nblk * QBYTES + 15) >> 4) - (a0 >> 4));
             const uint4* src = reinterpret_cast<const uint4*>(a0);
@@ -175,11 +243,16 @@ gemv_q8_0_dp4a(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, con
         }
     };
 
-    float acc[ROWS][BATCH];
+    float acc[RR][BATCH];
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r)
+    for (int r = 0; r < RR; ++r)
 #pragma unroll
         for (int t = 0; t < BATCH; ++t) acc[r][t] = 0.f;
+    // the residual, loaded now (lane r*BATCH + t holds row r, token t) so that its latency hides
+    // behind the weights' instead of delaying the warp's last write
+    float res_mine = 0.f;
+    if (EPI == EPI_ADD && lane < ROWS * BATCH && n0 + lane / BATCH < N)
+        res_mine = __ldg(res + (size_t)(lane % BATCH) * N + n0 + lane / BATCH);
 
     // prologue: NSTAGE-1 tiles in flight (always commit, maybe an empty group, to keep the count)
 #pragma unroll
@@ -196,12 +269,12 @@ gemv_q8_0_dp4a(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, con
         const int b = tile * TB + lane;            // the block this lane decodes
         if (b < nb) {
             // this lane's 32 weights of each row, as 8 words of 4 int8, plus the scale
-            int q[ROWS][8];
-            float dw[ROWS];
+            int q[RR][8];
+            float dw[RR];
 #pragma unroll
-            for (int r = 0; r < ROWS; ++r) {
-                if (n0 + r >= N) { dw[r] = 0.f; for (int j = 0; j < 8; ++j) q[r][j] = 0; continue; }
-                const uintptr_t a = reinterpret_cast<uintptr_t>(w + (size_t)(n0 + r) * row_bytes + (size_t)tile * TILE_BYTES);
+            for (int r = 0; r < RR; ++r) {
+                if (!valid(r)) { dw[r] = 0.f; for (int j = 0; j < 8; ++j) q[r][j] = 0; continue; }
+                const uintptr_t a = reinterpret_cast<uintptr_t>(row_of(r) + (size_t)tile * TILE_BYTES);
                 const int o = (int)(a & 15) + lane * QBYTES;      // byte offset of the block in the stage
                 const uint32_t* s32 = reinterpret_cast<const uint32_t*>(&buf[wid][tile % NSTAGE][r][0]);
                 const uint32_t wd = s32[o >> 2];
@@ -217,7 +290,7 @@ gemv_q8_0_dp4a(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, con
                 const int4 x0 = __ldg(xv), x1 = __ldg(xv + 1);
                 const float dx = __ldg(xd + (size_t)t * nb + b);
 #pragma unroll
-                for (int r = 0; r < ROWS; ++r) {
+                for (int r = 0; r < RR; ++r) {
                     int s = 0;
                     s = __dp4a(q[r][0], x0.x, s); s = __dp4a(q[r][1], x0.y, s);
                     s = __dp4a(q[r][2], x0.z, s); s = __dp4a(q[r][3], x0.w, s);
@@ -233,9 +306,33 @@ gemv_q8_0_dp4a(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, con
     for (int r = 0; r < ROWS; ++r)
 #pragma unroll
         for (int t = 0; t < BATCH; ++t) {
-            const float s = warp_sum_f(acc[r][t]);
+            float s = warp_sum_f(acc[r][t]);
+            if (EPI == EPI_GLU) s = silu_f(s) * warp_sum_f(acc[ROWS + r][t]);
+            if (EPI == EPI_ADD) s = __shfl_sync(0xffffffffu, res_mine, r * BATCH + t) + s;
             if (lane == 0 && n0 + r < N) y[(size_t)t * N + n0 + r] = s;
         }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+gemv_q8_0_dp4a(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, const float* __restrict__ xd,
+               float* __restrict__ y, int N, int K)
+{
+    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
+    gemv_dp4a_body<EPI_NONE>(buf, w, nullptr, nullptr, xq, xd, y, N, K);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+gemv_q8_0_dp4a_add(const uint8_t* __restrict__ w, const float* __restrict__ res, const int8_t* __restrict__ xq,
+                   const float* __restrict__ xd, float* __restrict__ y, int N, int K)
+{
+    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
+    gemv_dp4a_body<EPI_ADD>(buf, w, nullptr, res, xq, xd, y, N, K);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+gemv_q8_0_dp4a_glu(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, const int8_t* __restrict__ xq,
+                   const float* __restrict__ xd, float* __restrict__ y, int N, int K)
+{
+    extern __shared__ __align__(16) uint4 dyn[];      // twice the rows: sized by the launcher (may pass 48 KB)
+    gemv_dp4a_body<EPI_GLU>(dyn, w, w2, nullptr, xq, xd, y, N, K);
 }
 
 // ---------------------------------------------------------------- v4: v3 on a persistent grid

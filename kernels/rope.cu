@@ -19,8 +19,25 @@ __device__ __forceinline__ void rope_angle(int pos, int j, int Dh, double theta,
     sincosf((float)ang, &s, &c);
 }
 
+// The op's kernels (*_nd) get the frequency step from the host instead: inv_freq_j = theta^(-2j/n)
+// = exp(j * lstep) with lstep = -2 ln(theta) / n in double. One exp instead of a pow per value:
+// pow in double was the slowest thing here (a decode step's q/k rotation waited on it).
+__device__ __forceinline__ void rope_angle_step(int pos, int j, double lstep, float& c, float& s,
+                                                double freq_scale) {
+    const double ang = (double)pos * freq_scale * exp(lstep * j);
+    sincosf((float)(ang - 6.283185307179586 * floor(ang * 0.15915494309189535)), &s, &c);
+}
+
+template <bool STEP>      // theta_or_step: theta (rope_angle) or lstep (rope_angle_step)
+__device__ __forceinline__ void angle(int pos, int j, int n, double theta_or_step, float& c, float& s,
+                                      double freq_scale) {
+    if (STEP) rope_angle_step(pos, j, theta_or_step, c, s, freq_scale);
+    else rope_angle(pos, j, n, theta_or_step, c, s, freq_scale);
+}
+
 // One thread per slot j = i % (Dh/2) of a head (T*H*(Dh/2) threads): j < n/2 rotates pair j of
 // the first n = n_dims dims; j >= n/2 copies two pass-through dims (n + 2(j - n/2), +1).
+template <bool STEP>
 __device__ __forceinline__ void rope_slot(const float* __restrict__ x, float* __restrict__ y,
                                           const int* __restrict__ pos, long i, int H, int Dh, int n_dims,
                                           double theta, double freq_scale, int neox) {
@@ -34,7 +51,7 @@ __device__ __forceinline__ void rope_slot(const float* __restrict__ x, float* __
         return;
     }
     float c, s;
-    rope_angle(pos[row / H], j, n_dims, theta, c, s, freq_scale);
+    angle<STEP>(pos[row / H], j, n_dims, theta, c, s, freq_scale);
     const long ia = row * Dh + (neox ? j : 2 * j), ib = ia + (neox ? nh : 1);
     float a = x[ia], b = x[ib];
     y[ia] = a * c - b * s;
@@ -46,15 +63,16 @@ extern "C" __global__ void rope_f32(const float* __restrict__ x, float* __restri
                                     const int* __restrict__ pos, int T, int H, int Dh,
                                     double theta, int neox) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (long)T * H * (Dh / 2)) rope_slot(x, y, pos, i, H, Dh, Dh, theta, 1.0, neox);
+    if (i < (long)T * H * (Dh / 2)) rope_slot<false>(x, y, pos, i, H, Dh, Dh, theta, 1.0, neox);
 }
 
-// The general form the op launches: partial rotary (n_dims) and linear scaling (freq_scale).
+// The general form the op launches: partial rotary (n_dims) and linear scaling (freq_scale);
+// lstep = -2 ln(theta) / n_dims.
 extern "C" __global__ void rope_nd_f32(const float* __restrict__ x, float* __restrict__ y,
                                        const int* __restrict__ pos, int T, int H, int Dh, int n_dims,
-                                       double theta, double freq_scale, int neox) {
+                                       double lstep, double freq_scale, int neox) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (long)T * H * (Dh / 2)) rope_slot(x, y, pos, i, H, Dh, n_dims, theta, freq_scale, neox);
+    if (i < (long)T * H * (Dh / 2)) rope_slot<true>(x, y, pos, i, H, Dh, n_dims, lstep, freq_scale, neox);
 }
 
 // Qwen3: q and k get an RMSNorm over each head (weight w [Dh]) right before RoPE. Fused: one warp
@@ -63,6 +81,7 @@ extern "C" __global__ void rope_nd_f32(const float* __restrict__ x, float* __res
 #ifndef QKN_WARPS
 #define QKN_WARPS 4
 #endif
+template <bool STEP>
 __device__ __forceinline__ void qk_norm_rope_row(const float* __restrict__ x, float* __restrict__ y,
                                                  const float* __restrict__ w, const int* __restrict__ pos,
                                                  int T, int H, int Dh, int n_dims, float eps, double theta,
@@ -81,7 +100,7 @@ __device__ __forceinline__ void qk_norm_rope_row(const float* __restrict__ x, fl
         const int ia = neox ? j : 2 * j, ib = ia + (neox ? nh : 1);
         float a = row[wid][ia] * inv * w[ia], b = row[wid][ib] * inv * w[ib];
         float c, s;
-        rope_angle(p, j, n_dims, theta, c, s, freq_scale);
+        angle<STEP>(p, j, n_dims, theta, c, s, freq_scale);
         y[r * Dh + ia] = a * c - b * s;
         y[r * Dh + ib] = a * s + b * c;
     }
@@ -91,12 +110,12 @@ __device__ __forceinline__ void qk_norm_rope_row(const float* __restrict__ x, fl
 extern "C" __global__ void qk_norm_rope_f32(const float* __restrict__ x, float* __restrict__ y,
                                             const float* __restrict__ w, const int* __restrict__ pos,
                                             int T, int H, int Dh, float eps, double theta, int neox) {
-    qk_norm_rope_row(x, y, w, pos, T, H, Dh, Dh, eps, theta, 1.0, neox);
+    qk_norm_rope_row<false>(x, y, w, pos, T, H, Dh, Dh, eps, theta, 1.0, neox);
 }
 
 extern "C" __global__ void qk_norm_rope_nd_f32(const float* __restrict__ x, float* __restrict__ y,
                                                const float* __restrict__ w, const int* __restrict__ pos,
-                                               int T, int H, int Dh, int n_dims, float eps, double theta,
+                                               int T, int H, int Dh, int n_dims, float eps, double lstep,
                                                double freq_scale, int neox) {
-    qk_norm_rope_row(x, y, w, pos, T, H, Dh, n_dims, eps, theta, freq_scale, neox);
+    qk_norm_rope_row<true>(x, y, w, pos, T, H, Dh, n_dims, eps, lstep, freq_scale, neox);
 }

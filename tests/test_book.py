@@ -22,8 +22,6 @@ NB = {p.stem: p for p in notebooks()}
 
 # notebook -> {test: what is wrong}, for notebooks under rewrite by their owners
 KNOWN = {
-    "10_cuda_basics": {"pictures": "gpu plot cells not re-executed on the H200 since the Agg backend lost them"},
-    "12_attention": {"pictures": "gpu plot cells not re-executed on the H200 since the Agg backend lost them"},
 }
 
 # the tour runs the finished engine first, on purpose: it may use any module

@@ -245,6 +245,90 @@ def test_q8_0_gemv_dp4a_configs(rows, warps, stages):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("N,K", [(1, 32), (203, 1056), (1001, 4128)])
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("cfg", [None, (1, 8, 4), (4, 2, 4), (2, 4, 3)])
+def test_q8_0_gemv_epilogues(N, K, T, cfg):
+    """v3's epilogues against numpy (GEMV v3's own arithmetic, then the residual or SwiGLU in
+    float64), and bit for bit against the unfused launches they replace, at every tiling."""
+    ga = _ga()
+    rng = np.random.default_rng(N + K + 7 * T)
+    raw, raw2 = (q8(rng.standard_normal((N, K), dtype=np.float32)) for _ in range(2))
+    x = rng.standard_normal((T, K), dtype=np.float32)
+    r = rng.standard_normal((T, N), dtype=np.float32)
+    kw = dict(zip(("rows", "warps", "stages"), cfg)) if cfg else {}
+    wd, w2d, xd, rd = ga.to_gpu(raw), ga.to_gpu(raw2), ga.to_gpu(x), ga.to_gpu(r)
+    g_ref, u_ref = cm.q8_0_gemv_dp4a_ref(x, raw, K), cm.q8_0_gemv_dp4a_ref(x, raw2, K)
+    plain, plain2, y = _nan(ga, (T, N)), _nan(ga, (T, N)), _nan(ga, (T, N))
+    cm.q8_0_gemv(wd, xd, plain, N, K, T, "dp4a", **kw)
+    cm.q8_0_gemv(w2d, xd, plain2, N, K, T, "dp4a", **kw)
+
+    cm.q8_0_gemv(wd, xd, y, N, K, T, "dp4a", res=rd, **kw)
+    assert cm.relerr(y.get(), r + g_ref) < 1e-5
+    assert np.array_equal(y.get(), r + plain.get())             # the add kernel computes a + b in f32
+
+    y.fill(np.float32(np.nan))
+    cm.q8_0_gemv(wd, xd, y, N, K, T, "dp4a", w2=w2d, **kw)
+    assert cm.relerr(y.get(), g_ref / (1 + np.exp(-g_ref)) * u_ref) < 1e-5
+    from tffedu.factory import OPS
+    unfused = OPS.get("swiglu", "cuda")(plain, plain2).get()
+    assert np.array_equal(y.get(), unfused)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T,D", [(1, 32), (3, 1024), (1, 1056), (8, 4096), (2, 12288)])
+def test_rmsnorm_q8_is_the_norm_then_the_quantization(T, D):
+    "rmsnorm_q8's packed bytes equal rmsnorm (chapter 10) then GEMV v3's quantize kernel, bit for bit."
+    ga = _ga()
+    from tffedu.factory import OPS
+    rng = np.random.default_rng(T * D)
+    x = ga.to_gpu(rng.standard_normal((T, D), dtype=np.float32))
+    w = ga.to_gpu((1 + 0.1 * rng.standard_normal(D)).astype(np.float32))
+    got = OPS.get("rmsnorm_q8", "cuda")(x, w, eps=1e-6).get()
+    assert got.shape == (T, D + D // 8) and got.dtype == np.int8
+    y = OPS.get("rmsnorm", "cuda")(x, w, eps=1e-6)
+    xq, xd = ga.empty((T, D), np.int8), ga.empty((T, D // 32), np.float32)
+    cm.quantize_act(y, xq, xd, T, D)
+    want = np.concatenate([xq.get().reshape(-1), xd.get().reshape(-1).view(np.int8)])
+    assert np.array_equal(got.reshape(-1), want)
+    with pytest.raises(ShapeError):
+        OPS.get("rmsnorm_q8", "cuda")(ga.zeros((2, 48), np.float32), ga.zeros(48, np.float32))
+
+
+@pytest.mark.gpu
+def test_q8_0_gemv_epilogue_errors():
+    ga = _ga()
+    w, x, y = ga.zeros((4, 34), np.uint8), ga.zeros((1, 32), np.float32), ga.zeros((1, 4), np.float32)
+    with pytest.raises(ShapeError):
+        cm.q8_0_gemv(w, x, y, 4, 32, 1, "persist", res=y)            # epilogues are v3's
+    with pytest.raises(ShapeError):
+        cm.q8_0_gemv(w, x, y, 4, 32, 1, "dp4a", res=y, w2=w)          # one at a time
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T,N,K,wt", [(1, 1001, 4096, "Q8_0"), (8, 515, 1024, "Q8_0"), (9, 515, 1024, "Q8_0"),
+                                      (3, 77, 128, "F16"), (40, 96, 256, "Q8_0")])
+def test_fused_matmul_ops_equal_the_ops_they_replace(T, N, K, wt):
+    "matmul_add / matmul_swiglu (chapter 13's lowering) give exactly what the unfused ops give."
+    ga = _ga()
+    from tffedu.factory import OPS
+    op = lambda name: OPS.get(name, "cuda")                          # noqa: E731
+    rng = np.random.default_rng(T * N + K)
+    x = ga.to_gpu(rng.standard_normal((T, K), dtype=np.float32))
+    r = ga.to_gpu(rng.standard_normal((T, N), dtype=np.float32))
+    ws = [rng.standard_normal((N, K), dtype=np.float32) for _ in range(2)]
+    wg, wu = (ga.to_gpu(q8(w) if wt == "Q8_0" else w.astype(np.float16)) for w in ws)
+    g, u = op("matmul")(x, wg, w_dtype=wt), op("matmul")(x, wu, w_dtype=wt)
+    assert np.array_equal(op("matmul_add")(x, wg, r, w_dtype=wt).get(), op("add")(r, g).get())
+    assert np.array_equal(op("matmul_swiglu")(x, wg, wu, w_dtype=wt).get(), op("swiglu")(g, u).get())
+    with pytest.raises(ShapeError):
+        half = ws[0][: N // 2]
+        op("matmul_swiglu")(x, wg, ga.to_gpu(q8(half) if wt == "Q8_0" else half.astype(np.float16)), w_dtype=wt)
+    with pytest.raises(ShapeError):
+        op("matmul_add")(x, wg, ga.zeros((T, N + 1), np.float32), w_dtype=wt)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("rows,warps,stages", [(1, 4, 2), (1, 4, 4), (2, 4, 2), (4, 2, 2), (1, 8, 2), (2, 2, 3)])
 @pytest.mark.parametrize("bps", [None, 1])
 def test_q8_0_gemv_persist_many_rows_per_warp(rows, warps, stages, bps):

@@ -87,6 +87,24 @@ def norm_w(n):
     return Tensor.from_numpy((1 + 0.1 * RNG.standard_normal(n)).astype(np.float32))
 
 
+def pack_q8(x: np.ndarray) -> np.ndarray:
+    "Packed int8 activations (rmsnorm_q8's output): int8 quants [T, K], then f32 scales [T, K/32]."
+    T, K = x.shape
+    blk = x.astype(np.float32).reshape(T, K // 32, 32)
+    d = (np.abs(blk).max(-1) / np.float32(127)).astype(np.float32)
+    q = np.where(d[..., None] > 0, np.rint(blk / np.where(d > 0, d, 1)[..., None]), 0).astype(np.int8)
+    return np.concatenate([q.reshape(-1), d.reshape(-1).view(np.int8)]).reshape(T, K + K // 8)
+
+
+def unpack_q8(p: np.ndarray) -> np.ndarray:
+    "float64 values of packed int8 activations [T, K + K/8]."
+    T, K = p.shape[0], p.shape[1] * 8 // 9
+    flat = np.ascontiguousarray(p).reshape(-1)
+    q = flat[:T * K].astype(np.float64).reshape(T, K // 32, 32)
+    d = flat[T * K:].view(np.float32).astype(np.float64).reshape(T, K // 32, 1)
+    return (q * d).reshape(T, K)
+
+
 # ---- a paged batch as the engine builds it ---------------------------------------------------------
 def paged_batch(chunks, starts, Hq, Hkv, D, page_size, decode=False, pad_rows=0, pad_seqs=0):
     """Sequences with `starts[b]` cached tokens and `chunks[b]` new ones, pages scattered over a
@@ -190,6 +208,44 @@ for T, K, N in ((1, 64, 96), (3, 128, 200), (8, 96, 64), (9, 64, 130), (40, 256,
             x, w = f32(T, K), weight(f32(N, K, scale=0.1), kind)
             return (lambda: ([x, w], {})), (lambda a, kw: a[0].astype(np.float64) @ dequant(a[1]).T)
 
+# the GPU-only fused matmuls of chapter 13's lowering: the ops they replace, composed in float64
+for T, K, N in ((1, 64, 96), (3, 128, 200), (8, 96, 64), (9, 64, 130)):
+    for kind in ("F32", "F16", "Q8_0"):
+        tg = {"Q8_0": 3e-2, "F16": 2e-3}.get(kind, 1e-5)
+
+        @case("matmul_add", f"T{T} {K}->{N} {kind}", tol_gpu=tg, gpu_only=True)
+        def _(T=T, K=K, N=N, kind=kind):
+            x, w, r = f32(T, K), weight(f32(N, K, scale=0.1), kind), f32(T, N)
+            return (lambda: ([x, w, r], {})), (lambda a, kw: a[2] + a[0].astype(np.float64) @ dequant(a[1]).T)
+
+        if kind == "Q8_0" and T <= 8:
+            @case("matmul_add", f"T{T} {K}->{N} packed int8 x", tol_gpu=1e-5, gpu_only=True)
+            def _(T=T, K=K, N=N):
+                xq, w, r = pack_q8(f32(T, K)), weight(f32(N, K, scale=0.1), "Q8_0"), f32(T, N)
+                return (lambda: ([xq, w, r], {})), (lambda a, kw: a[2] + unpack_q8(a[0]) @ dequant(a[1]).T)
+
+        @case("matmul_swiglu", f"T{T} {K}->{N} {kind}", tol_gpu=2 * tg, gpu_only=True)
+        def _(T=T, K=K, N=N, kind=kind):
+            x, wg, wu = f32(T, K), weight(f32(N, K, scale=0.1), kind), weight(f32(N, K, scale=0.1), kind)
+
+            def ref(a, kw):
+                g, u = a[0].astype(np.float64) @ dequant(a[1]).T, a[0].astype(np.float64) @ dequant(a[2]).T
+                return g / (1 + np.exp(-g)) * u
+            return (lambda: ([x, wg, wu], {})), ref
+
+for T, D in ((1, 64), (3, 1024), (5, 1536), (8, 4096)):
+    # quantization to int8 costs up to half a step of each 32-block's scale (amax / 254)
+    @case("rmsnorm_q8", f"x[{T}, {D}]", tol_gpu=5e-3, gpu_only=True)
+    def _(T=T, D=D):
+        x, w = f32(T, D), norm_w(D)
+        return (lambda: ([x, w], dict(eps=1e-6))), (lambda a, kw: rmsnorm_ref(a[0], a[1], kw["eps"]))
+
+for T, K, N in ((1, 64, 96), (4, 1024, 200), (8, 96, 64)):
+    @case("matmul_q8", f"T{T} {K}->{N} Q8_0", tol_gpu=1e-5, gpu_only=True)
+    def _(T=T, K=K, N=N):
+        xq, w = pack_q8(f32(T, K)), weight(f32(N, K, scale=0.1), "Q8_0")
+        return (lambda: ([xq, w], {})), (lambda a, kw: unpack_q8(a[0]) @ dequant(a[1]).T)
+
 ROPE = [dict(theta=1e6, mode="neox"), dict(theta=1e4, mode="norm"), dict(theta=1e4, mode="neox", n_dims=32),
         dict(theta=5e5, mode="norm", n_dims=48, freq_scale=0.25), dict(theta=1e6, mode="neox", freq_scale=0.5)]
 for attrs in ROPE:
@@ -238,6 +294,22 @@ def _():
 @case("argmax", "[4, 50000]", tol_cpu=0, tol_gpu=0)
 def _():
     x = f32(4, 50000)
+    return (lambda: ([x], {})), (lambda a, kw: np.argmax(a[0], -1))
+
+
+@case("argmax", "[3, 151936] ties across chunks, a flat row", tol_cpu=0, tol_gpu=0)
+def _():
+    x = f32(3, 151936)
+    x[0, [5000, 2047, 150000]] = 9.0          # the first of equal maxima wins, chunks or not
+    x[1, [151935, 4096]] = 9.0
+    x[2] = -1.5                                # every value equal: index 0
+    return (lambda: ([x], {})), (lambda a, kw: np.argmax(a[0], -1))
+
+
+@case("argmax", "[2, 3000] one block per row", tol_cpu=0, tol_gpu=0)
+def _():
+    x = f32(2, 3000)
+    x[1, [7, 2999]] = 5.0
     return (lambda: ([x], {})), (lambda a, kw: np.argmax(a[0], -1))
 
 
@@ -339,6 +411,8 @@ def result(op, args, out):
     "What an op call means: its output, and for the store ops the pages it wrote."
     if op == "kv_store":
         return host(args[2]).astype(np.float64)
+    if op == "rmsnorm_q8":                     # packed int8 activations: what they stand for
+        return unpack_q8(host(out))
     return host(out).astype(np.float64)
 
 

@@ -23,11 +23,11 @@ from .graph import Graph, Node, fuse
 from .kvcache import KVCache
 from .models.qwen3 import CREATORS
 from .runtime import ARENAS, Executor
-from .tensor import F16, F32, I32, Tensor
+from .tensor import F16, F32, I8, I32, Tensor
 
 # %% auto #0
 __all__ = ['GPU_WEIGHT_TYPES', 'KINDS', 'LOWERINGS', 'device_weights', 'PagedGraphs', 'lower', 'bucket', 'step_feed',
-           'ModelRunner', 'op_timeline']
+           'ModelRunner', 'op_timeline', 'op_bytes']
 
 # %% ../notebooks/13_gpu_runtime.ipynb #27374d94
 GPU_WEIGHT_TYPES = ("Q8_0", "F16", "BF16", "F32")     # what the CUDA kernels read as stored
@@ -116,13 +116,63 @@ def _fuse_qk_norm_rope(n: Node, users) -> Node | None:
     return None
 
 
-LOWERINGS = {"cpu": [], "cuda": [_fuse_qk_norm_rope]}   # backend -> fusion rules
+def _in_gemv(m: Node) -> bool:
+    "A matmul that runs chapter 11's GEMV v3 (Q8_0 weights, at most 8 rows): its epilogue can fuse."
+    x, w = m.inputs[:2]
+    return w.dtype.name == "Q8_0" and int(np.prod(x.shape[:-1], dtype=np.int64)) <= 8
+
+
+def _fuse_gate_up(n: Node, users) -> Node | None:
+    "swiglu(matmul(h, wg), matmul(h, wu)) -> matmul_swiglu(h, wg, wu): one launch for the FFN's input half."
+    if n.op != "swiglu":
+        return None
+    g, u = n.inputs
+    if (all(m.kind == "op" and m.op == "matmul" and users[m] == [n] and _in_gemv(m) for m in (g, u))
+            and g.inputs[0] is u.inputs[0] and g.inputs[1].shape == u.inputs[1].shape):
+        return replace(n, op="matmul_swiglu", inputs=(g.inputs[0], g.inputs[1], u.inputs[1]), attrs={})
+    return None
+
+
+def _fuse_matmul_add(n: Node, users) -> Node | None:
+    "add(r, matmul(a, w)) -> matmul_add(a, w, r): the residual add in the GEMV's epilogue."
+    if n.op != "add":
+        return None
+    for r, m in (n.inputs, n.inputs[::-1]):
+        if (m.kind == "op" and m.op == "matmul" and users[m] == [n] and _in_gemv(m)
+                and tuple(m.shape) == tuple(r.shape) and r.dtype == F32):
+            a, w = m.inputs
+            return replace(n, op="matmul_add", inputs=(a, w, r), attrs={})
+    return None
+
+
+def _norm_feeds_gemvs(r: Node, users) -> bool:
+    "An rmsnorm [T, D] read only as the activations of GEMV-v3 matmuls (D % 32 == 0)."
+    return (r.kind == "op" and r.op == "rmsnorm" and len(r.inputs) == 2 and len(r.shape) == 2
+            and r.shape[-1] % 32 == 0 and bool(users[r])
+            and all(u is not None and u.op in ("matmul", "matmul_swiglu") and u.inputs[0] is r
+                    and r not in u.inputs[1:] and _in_gemv(u) for u in users[r]))
+
+
+def _fuse_norm_quant(n: Node, users) -> Node | None:
+    """rmsnorm -> rmsnorm_q8 (packed int8 activations, I8 [T, D + D/8]) where only GEMVs read it,
+    and their matmuls -> matmul_q8: q, k and v quantize the norm's output once, in the norm."""
+    if _norm_feeds_gemvs(n, users):
+        T, D = n.shape
+        return replace(n, op="rmsnorm_q8", shape=(T, D + D // 8), dtype=I8)
+    if n.op == "matmul" and _norm_feeds_gemvs(n.inputs[0], users):
+        return replace(n, op="matmul_q8")
+    return None
+
+
+# backend -> passes, each a list of fusion rules (a pass sees the graph the previous one made)
+LOWERINGS = {"cpu": [], "cuda": [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], [_fuse_norm_quant]]}
 
 
 def lower(graph: Graph, backend: str) -> Graph:
-    "The graph with the backend's fusions applied (the same graph when it has none)."
-    rules = LOWERINGS.get(backend, [])
-    return fuse(graph, rules) if rules else graph
+    "The graph with the backend's fusion passes applied (the same graph when it has none)."
+    for rules in LOWERINGS.get(backend, []):
+        graph = fuse(graph, rules)
+    return graph
 
 # %% ../notebooks/13_gpu_runtime.ipynb #f32a294f
 def bucket(n: int) -> int:
@@ -270,3 +320,22 @@ def op_timeline(ex: Executor, repeat: int = 10, reps: int = 5) -> list[dict]:
         rows.append(dict(name=n.name, op=n.op, start_us=t, us=us))
         t += us
     return rows
+
+
+def op_bytes(node: Node, weights: dict, kv_tokens: int = 0) -> int:
+    """The bytes an op must move at least: its weights and activations read, its output written,
+    and for attention the f16 K and V of `kv_tokens` positions (a lower bound on its traffic). A
+    lookup (`get_rows`) reads only its rows of the table."""
+    if node.op == "get_rows" and node.inputs[0].kind == "weight":
+        table, ids = node.inputs
+        return node.nbytes + ids.nbytes + weights[table.name].nbytes // table.shape[0] * ids.shape[0]
+    b = 0 if node.is_view else node.nbytes
+    for x in node.inputs:
+        if x.kind == "weight":
+            b += weights[x.name].nbytes
+        elif x.kind != "state":
+            b += x.nbytes
+    if node.op.startswith("paged_attention"):
+        k = node.inputs[1]
+        b += 2 * kv_tokens * k.shape[1] * k.shape[2] * 2
+    return b

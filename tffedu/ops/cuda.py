@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import pathlib
 import time
@@ -21,10 +22,10 @@ import numpy as np
 from ..errors import DeviceError, ShapeError
 
 # %% auto #0
-__all__ = ['WS_ALIGN', 'device_info', 'device_arch', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem', 'time_all',
-           'time_ms', 'copy_bandwidth', 'CudaGraph', 'kernel', 'launch', 'kind', 'ptr', 'check', 'empty', 'output',
-           'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope', 'add', 'swiglu',
-           'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
+__all__ = ['WS_ALIGN', 'ARGMAX_CHUNK', 'device_info', 'device_arch', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem',
+           'time_all', 'time_ms', 'copy_bandwidth', 'CudaGraph', 'kernel', 'launch', 'kind', 'ptr', 'check', 'empty',
+           'output', 'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope', 'add',
+           'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
 
 # %% ../../notebooks/10_cuda_basics.ipynb #8185bb4d
 from ..device import cuda_context as context, cuda_driver as _drv
@@ -252,7 +253,7 @@ def launch(fn, grid, block, stream, *args, shared: int = 0):
 
 
 _NP_KIND = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.int32): "I32",
-            np.dtype(np.uint8): "U8"}
+            np.dtype(np.uint8): "U8", np.dtype(np.int8): "I8"}
 
 
 def kind(x) -> str:
@@ -300,7 +301,7 @@ def empty(like, shape, kind_: str):
     "A new device tensor of the same family as `like` (tffedu Tensor or GPUArray)."
     if hasattr(like, "gpudata") and not hasattr(like, "data_ptr"):
         import pycuda.gpuarray as ga
-        return ga.empty(tuple(shape), {"F32": np.float32, "F16": np.float16, "I32": np.int32}[kind_])
+        return ga.empty(tuple(shape), {"F32": np.float32, "F16": np.float16, "I32": np.int32, "I8": np.int8}[kind_])
     from tffedu import tensor as T
     return T.Tensor.empty(tuple(int(s) for s in shape), getattr(T, kind_), device="cuda")
 
@@ -394,7 +395,7 @@ def rmsnorm(x, w, out=None, stream=None, eps: float = 1e-6):
     return out
 
 # %% ../../notebooks/10_cuda_basics.ipynb #05ee5434
-def _rope_args(x, pos, mode, n_dims, name):
+def _rope_args(x, pos, mode, n_dims, theta, name):
     "Shared checks of rope and qk_norm_rope: shapes, mode, the rotated dims."
     if mode not in ("neox", "norm"):
         raise ShapeError(f"{name}: mode must be 'neox' or 'norm', got {mode!r}")
@@ -403,7 +404,9 @@ def _rope_args(x, pos, mode, n_dims, name):
     if n % 2 or not 0 < n <= Dh or Dh % 2:
         raise ShapeError(f"{name}: n_dims {n} must be even and at most the (even) head size {Dh}")
     check(pos, "pos", shape=(T,), kinds=("I32",))
-    return T, H, Dh, n
+    if not theta > 0:
+        raise ShapeError(f"{name}: theta must be positive, got {theta}")
+    return T, H, Dh, n, -2.0 * math.log(theta) / n     # lstep: inv_freq_j = exp(j * lstep)
 
 
 @OPS.register("rope", "cuda")
@@ -411,13 +414,13 @@ def rope(x, pos, out=None, stream=None, theta: float = 10000.0, mode: str = "neo
          n_dims: int | None = None, freq_scale: float = 1.0):
     """RoPE on x f32 [T, H, Dh] at positions pos int32 [T]; mode 'neox' (pairs j, j+n/2) or 'norm'
     (2j, 2j+1). Only the first n_dims dims turn (default all); angles use pos * freq_scale."""
-    T, H, Dh, n = _rope_args(x, pos, mode, n_dims, "rope")
+    T, H, Dh, n, lstep = _rope_args(x, pos, mode, n_dims, theta, "rope")
     out = output(out, x, (T, H, Dh), "F32")
     m = T * H * (Dh // 2)
     if m:
         launch(kernel("rope.cu", "rope_nd_f32", "PPPiiiiddi"), ((m + 255) // 256,), (256,), stream,
                ptr(x, "x"), ptr(out, "out"), ptr(pos, "pos"), np.int32(T), np.int32(H), np.int32(Dh),
-               np.int32(n), np.float64(theta), np.float64(freq_scale), np.int32(mode == "neox"))
+               np.int32(n), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"))
     return out
 
 
@@ -426,7 +429,7 @@ def qk_norm_rope(x, w, pos, out=None, stream=None, eps: float = 1e-6, theta: flo
                  mode: str = "neox", n_dims: int | None = None, freq_scale: float = 1.0):
     """Qwen3's per-head RMSNorm (weight w [Dh]) then RoPE, fused: x f32 [T, H, Dh] -> f32 [T, H, Dh].
     The same as rope(rmsnorm(x, w, eps), pos, ...) — the lowering pass of chapter 13 swaps it in."""
-    T, H, Dh, n = _rope_args(x, pos, mode, n_dims, "qk_norm_rope")
+    T, H, Dh, n, lstep = _rope_args(x, pos, mode, n_dims, theta, "qk_norm_rope")
     if Dh > 256:
         raise ShapeError(f"qk_norm_rope needs a head dim <= 256, got {Dh}")
     check(w, "w", shape=(Dh,), kinds=("F32",))
@@ -434,7 +437,7 @@ def qk_norm_rope(x, w, pos, out=None, stream=None, eps: float = 1e-6, theta: flo
     if T * H:
         launch(kernel("rope.cu", "qk_norm_rope_nd_f32", "PPPPiiiifddi", {"QKN_WARPS": 4}), ((T * H + 3) // 4,),
                (128,), stream, ptr(x, "x"), ptr(out, "out"), ptr(w, "w"), ptr(pos, "pos"), np.int32(T),
-               np.int32(H), np.int32(Dh), np.int32(n), np.float32(eps), np.float64(theta),
+               np.int32(H), np.int32(Dh), np.int32(n), np.float32(eps), np.float64(lstep),
                np.float64(freq_scale), np.int32(mode == "neox"))
     return out
 
@@ -520,14 +523,37 @@ def softmax(x, out=None, stream=None):
     return out
 
 
+ARGMAX_CHUNK = 2048     # values per block in the two-pass argmax (argmax.cu)
+
+
+def _argmax_chunks(V: int) -> int:
+    "Chunks of a row in the two-pass argmax; 1 means one block per row is enough."
+    return 1 if V <= 2 * ARGMAX_CHUNK else -(-V // ARGMAX_CHUNK)
+
+
 @OPS.register("argmax", "cuda")
-def argmax(x, out=None, stream=None):
-    "Index of the max of each row: f32 [T, V] -> int32 [T] (ties: the smallest index)."
+@with_workspace(lambda x, **a: workspace_bytes(*[4 * int(np.prod(x.shape[:-1], dtype=np.int64))
+                                                 * _argmax_chunks(x.shape[-1])] * 2))
+def argmax(x, out=None, stream=None, workspace=None):
+    """Index of the max of each row: f32 [T, V] -> int32 [T] (ties: the smallest index). Short rows:
+    one block per row; long ones (a vocabulary) in two passes, chunks of a row on many SMs, then
+    one warp per row merges them."""
     T, V = check(x, "x", ndim=2, kinds=("F32",))
     if V == 0:
         raise ShapeError("argmax of an empty row")
     out = output(out, x, (T,), "I32")
-    if T:
+    if not T:
+        return out
+    nch = _argmax_chunks(V)
+    if nch == 1:
         launch(kernel("argmax.cu", "argmax_rows", "PPii"), (T,), (1024,), stream,
                ptr(x, "x"), ptr(out, "out"), np.int32(T), np.int32(V))
+        return out
+    ws = Workspace(workspace, workspace_bytes(4 * T * nch, 4 * T * nch))   # values, indices
+    pv, pi = ws.take(4 * T * nch), ws.take(4 * T * nch)
+    d = {"ARGMAX_CHUNK": ARGMAX_CHUNK}
+    launch(kernel("argmax.cu", "argmax_chunks", "PPPi", d), (nch, T), (256,), stream,
+           ptr(x, "x"), pv, pi, np.int32(V))
+    launch(kernel("argmax.cu", "argmax_merge", "PPPi", d), (T,), (32,), stream,
+           pv, pi, ptr(out, "out"), np.int32(nch))
     return out

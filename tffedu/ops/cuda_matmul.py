@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ..errors import DeviceError, ShapeError
-from .cuda import (CudaGraph, Workspace, _drv, cast_raw, check, context, copy_bandwidth, device_info,
+from .cuda import (CudaGraph, Workspace, _drv, add, cast_raw, check, context, copy_bandwidth, device_info,
                              kernel, kind, launch, output, ptr, set_smem, time_ms, with_workspace,
                              workspace_bytes)
 
@@ -26,7 +26,7 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher',
            'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
            'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'tflops', 'torch_time_ms', 'bench_gemm',
-           'bench_gemv', 'gguf_quantize_rows', 'matmul']
+           'bench_gemv', 'gguf_quantize_rows', 'matmul', 'matmul_add', 'matmul_swiglu', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -249,7 +249,7 @@ def gemv_config(T: int) -> tuple:
 def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a", stream=None,
                        rows: int | None = None, warps: int | None = None, stages: int | None = None,
                        x_dtype: str = "F32", xq=None, xd=None, quantize: bool = True,
-                       blocks_per_sm: int | None = None):
+                       blocks_per_sm: int | None = None, res=None, w2=None):
     """A zero-argument callable that launches the Q8_0 GEMV y f32 [T, N] = x [T, K] @ dequant(w).T
     (w raw Q8_0 [N, K/32*34] on the device); all the Python work is done once, here.
 
@@ -257,9 +257,13 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
     (by default buffers the launcher allocates and keeps); quantize=False skips that and reuses what is there (to time the
     GEMV alone). persist is v3's kernel on a persistent grid (one wave of blocks, sized from the SM
     count and the occupancy; `blocks_per_sm` overrides the occupancy).
-    rows/warps/stages: v3's tiling (None: `gemv_config(T)`); v2 uses `warps` (default 4)."""
+    rows/warps/stages: v3's tiling (None: `gemv_config(T)`); v2 uses `warps` (default 4).
+    Epilogues of v3: `res` (f32 [T, N]) gives y = res + x @ w.T; `w2` (a second Q8_0 matrix of w's
+    shape) gives y = silu(x @ w.T) * (x @ w2.T) — gate, up and SwiGLU in one launch."""
     N, K, T = int(N), int(K), int(T)
     r0, w0, s0 = gemv_config(T)
+    if w2 is not None:                 # gate + up stream twice the rows: half as many outputs per warp
+        r0 = max(1, r0 // 2)
     rows, stages = rows or r0, stages or s0
     warps = warps or (w0 if version in ("dp4a", "persist") else 4)
     if K % QK8_0:
@@ -296,14 +300,32 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
     xq, xd = _p(xq), _p(xd)
     fq = kernel("gemv_q8_0.cu", f"quantize_q8_act_{x_dtype.lower()}", "PPPii")
     gq, bq, aq = (math.ceil(T * K / 256), 1, 1), (256, 1, 1), (xp, xq, xd, np.int32(T), np.int32(K))
-    f = kernel("gemv_q8_0.cu", f"gemv_q8_0_{version}", "PPPPii", {"BATCH": T, "ROWS": rows, "WARPS": warps, "NSTAGE": stages})
+    defines = {"BATCH": T, "ROWS": rows, "WARPS": warps, "NSTAGE": stages}
     g, b, args = (math.ceil(N / (rows * warps)), 1, 1), (32 * warps, 1, 1), (wp, xq, xd, yp, np.int32(N), np.int32(K))
+    smem = 0
+    if res is not None or w2 is not None:
+        if version != "dp4a" or (res is not None and w2 is not None):
+            raise ShapeError("one epilogue (res or w2) at a time, on GEMV v3 (version='dp4a')")
+        if res is not None and rows * T > 32:
+            raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
+        if w2 is not None:                     # twice the rows in flight: dynamic shared memory
+            f = kernel("gemv_q8_0.cu", "gemv_q8_0_dp4a_glu", "PPPPPii", defines)
+            smem = 2 * rows * warps * stages * 70 * 16
+            set_smem(f, smem)
+        else:
+            f = kernel("gemv_q8_0.cu", "gemv_q8_0_dp4a_add", "PPPPPii", defines)
+        args = (wp, _p(w2 if w2 is not None else res)) + args[1:]
+    else:
+        f = kernel("gemv_q8_0.cu", f"gemv_q8_0_{version}", "PPPPii", defines)
     if version == "persist":
         g = (persist_blocks(f, N, rows, warps, stages, blocks_per_sm), 1, 1)
     def run():
         if quantize:
             fq.prepared_async_call(gq, bq, stream, *aq)
-        f.prepared_async_call(g, b, stream, *args)
+        if smem:
+            f.prepared_async_call(g, b, stream, *args, shared_size=smem)
+        else:
+            f.prepared_async_call(g, b, stream, *args)
     run.buffers = own                 # the activation buffers live as long as the launcher
     return run
 
@@ -609,16 +631,27 @@ def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = No
     out = output(out, x, (*xs[:-1], N), "F32")
     if T == 0 or N == 0:
         return out
-    xp, wp, yp = ptr(x, "x"), ptr(w, "w"), ptr(out, "out")
+    ws = Workspace(workspace, workspace_bytes(*_matmul_pieces(T, K, N, xk, wk)))
+    _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, ws, stream)
+    return out
+
+
+def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K: int, ws: Workspace,
+                 stream=None, **epilogue):
+    "y [T, N] = x @ w.T at device addresses, scratch from `ws`; `epilogue` (res= / w2=) for the GEMV."
     if K == 0:
         _drv().memset_d32_async(yp, 0, T * N, stream)
-        return out
-    ws = Workspace(workspace, workspace_bytes(*_matmul_pieces(T, K, N, xk, wk)))
+        return
+    if xk == "I8":                                         # packed activations: GEMV v3 only
+        if wk != "Q8_0" or T > 8:
+            raise ShapeError(f"packed int8 activations feed Q8_0 weights at T <= 8, got {wk} at T={T}")
+        q8_0_gemv(wp, xp, yp, N, K, T, "dp4a", stream, xq=xp, xd=xp + T * K, quantize=False, **epilogue)
+        return
     if wk == "Q8_0":
-        if T <= 8:
+        if T <= 8:                                         # GEMV v3 (its epilogue, if any)
             q8_0_gemv(wp, xp, yp, N, K, T, "dp4a", stream, x_dtype=xk,
-                      xq=ws.take(T * K), xd=ws.take(T * (K // QK8_0) * 4))
-            return out
+                      xq=ws.take(T * K), xd=ws.take(T * (K // QK8_0) * 4), **epilogue)
+            return
         xh = xp
         if xk == "F32":
             xh = ws.take(T * K * 2)
@@ -630,14 +663,14 @@ def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = No
             r = min(slab, N - n0)
             dequant_q8_0(wp + n0 * row_bytes, wh, r, K, stream)
             gemm16(xh, wh, yp + 4 * n0, T, r, K, "F16", ldy=N, stream=stream)
-        return out
+        return
     if wk == "F32":
         xf = xp
         if xk == "F16":
             xf = ws.take(T * K * 4)
             cast_raw("F16", "F32", xp, xf, T * K, stream)
         sgemm(xf, wp, yp, T, N, K, "regblock", stream)
-        return out
+        return
     # F16 / BF16 weights: the tensor cores
     xh = xp
     if xk == "F32" or (xk == "F16" and wk == "BF16"):
@@ -650,4 +683,109 @@ def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = No
         pad_cols(wp, wpad, N, K, Kp, stream)
         xh, wp, K = xpad, wpad, Kp
     gemm16(xh, wp, yp, T, N, K, wk, stream=stream)
+
+
+def _epilogue_in_gemv(wk: str, T: int) -> bool:
+    "Whether the matmul of these weights and rows runs GEMV v3, whose epilogue can fuse the next op."
+    return wk == "Q8_0" and T <= 8
+
+
+def _fused_args(x, w, w_dtype):
+    """Checks shared by the fused matmuls: (T, N, K, xk, wk, output shape). x is F32/F16 [..., K]
+    or packed int8 activations (`rmsnorm_q8`: I8 [T, K + K/8])."""
+    xs = check(x, "x", kinds=("F32", "F16", "I8"))
+    if len(xs) < 1:
+        raise ShapeError("x must have at least one dim")
+    wk, N, K = _w_info(w, w_dtype)
+    xK = xs[-1] * 8 // 9 if kind(x) == "I8" else xs[-1]
+    if xK != K or (kind(x) == "I8" and xs[-1] != K + K // 8):
+        raise ShapeError(f"x has K={xK} but w has shape [N={N}, K={K}] ({wk})")
+    T = int(np.prod(xs[:-1], dtype=np.int64)) if len(xs) > 1 else 1
+    return T, N, K, kind(x), wk, (*xs[:-1], N)
+
+
+@OPS.register("matmul_add", "cuda")
+@with_workspace(lambda x, w, r, **a: 0 if x.dtype.name == "I8" else _matmul_workspace(x, w))
+def matmul_add(x, w, r, out=None, stream=None, workspace=None, w_dtype: str | None = None):
+    """r + x @ w.T: the residual add as the matmul's epilogue (r f32 [..., N]); equal to
+    add(r, matmul(x, w)). Q8_0 weights at T <= 8 run it in GEMV v3; the rest add after the matmul."""
+    T, N, K, xk, wk, shape = _fused_args(x, w, w_dtype)
+    check(r, "r", shape=shape, kinds=("F32",))
+    out = output(out, x, shape, "F32")
+    if T == 0 or N == 0:
+        return out
+    ws = Workspace(workspace, 0 if xk == "I8" else workspace_bytes(*_matmul_pieces(T, K, N, xk, wk)))
+    if _epilogue_in_gemv(wk, T) and K:
+        _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, ws, stream, res=ptr(r, "r"))
+    else:
+        _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, ws, stream)
+        add(out, r, out, stream)                       # elementwise, in place
+    return out
+
+
+def _matmul_swiglu_workspace(x, wg, wu, **a) -> int:
+    T = int(np.prod(x.shape[:-1], dtype=np.int64)) if len(x.shape) > 1 else 1
+    return workspace_bytes(T * wg.shape[0] * 4) + (0 if x.dtype.name == "I8" else _matmul_workspace(x, wg))
+
+
+@OPS.register("matmul_swiglu", "cuda")
+@with_workspace(_matmul_swiglu_workspace)
+def matmul_swiglu(x, wg, wu, out=None, stream=None, workspace=None, w_dtype: str | None = None):
+    """silu(x @ wg.T) * (x @ wu.T): gate, up and SwiGLU in one op (wg, wu of one shape and dtype);
+    equal to swiglu(matmul(x, wg), matmul(x, wu)). Q8_0 weights at T <= 8: one GEMV v3 launch that
+    streams the gate and up rows together; the rest: two matmuls and the swiglu kernel."""
+    T, N, K, xk, wk, shape = _fused_args(x, wg, w_dtype)
+    wk2, N2, K2 = _w_info(wu, w_dtype)
+    if (wk2, N2, K2) != (wk, N, K):
+        raise ShapeError(f"gate and up weights differ: [{N}, {K}] {wk} vs [{N2}, {K2}] {wk2}")
+    out = output(out, x, shape, "F32")
+    if T == 0 or N == 0:
+        return out
+    ws = Workspace(workspace, workspace_bytes(T * N * 4, *([] if xk == "I8" else _matmul_pieces(T, K, N, xk, wk))))
+    xp, yp = ptr(x, "x"), ptr(out, "out")
+    if _epilogue_in_gemv(wk, T) and K:
+        _matmul_into(xp, xk, ptr(wg, "wg"), wk, yp, T, N, K, ws, stream, w2=ptr(wu, "wu"))
+        return out
+    up = ws.take(T * N * 4)
+    mark = ws.ptr                                      # both matmuls use the same scratch after `up`
+    _matmul_into(xp, xk, ptr(wg, "wg"), wk, yp, T, N, K, ws, stream)
+    ws.ptr = mark
+    _matmul_into(xp, xk, ptr(wu, "wu"), wk, up, T, N, K, ws, stream)
+    launch(kernel("elementwise.cu", "swiglu_v1", "PPPl"), ((T * N + 255) // 256,), (256,), stream,
+           yp, up, yp, np.int64(T * N))
+    return out
+
+
+# Packed activations: what the GEMVs of one norm's output would each quantize, quantized once.
+def _rmsnorm_q8_shape(T: int, D: int) -> tuple:
+    return (T, D + D // 8)                 # T*D int8 quants, then T*D/32 f32 scales (planar)
+
+
+@OPS.register("rmsnorm_q8", "cuda")
+def rmsnorm_q8(x, w, out=None, stream=None, eps: float = 1e-6):
+    """RMSNorm (weight w [D]) and GEMV v3's activation quantization in one launch: x f32 [T, D] ->
+    packed I8 [T, D + D/8] (T*D int8 quants, then T*D/32 f32 scales). Bit for bit the
+    quantization of rmsnorm(x, w) that every Q8_0 GEMV reading it would do; D % 32 == 0."""
+    T, D = check(x, "x", ndim=2, kinds=("F32",))
+    check(w, "w", shape=(D,), kinds=("F32",))
+    if D % QK8_0:
+        raise ShapeError(f"rmsnorm_q8 needs D % 32 == 0, got D={D}")
+    out = output(out, x, _rmsnorm_q8_shape(T, D), "I8")
+    if T:
+        op = ptr(out, "out")
+        f = kernel("gemv_q8_0.cu", "rmsnorm_quantize_q8", "PPPPiif", {"WARP_SUM": int(D <= 1024)})
+        launch(f, (T, -(-D // 256)), (256,), stream, ptr(x, "x"), ptr(w, "w"), op, op + T * D, np.int32(T), np.int32(D),
+               np.float32(eps))
+    return out
+
+
+@OPS.register("matmul_q8", "cuda")
+def matmul_q8(x, w, out=None, stream=None, w_dtype: str | None = None):
+    "matmul of packed int8 activations (`rmsnorm_q8`, I8 [T, K + K/8]) and Q8_0 w [N, K], T <= 8: y f32 [T, N]."
+    T, N, K, xk, wk, shape = _fused_args(x, w, w_dtype)
+    if xk != "I8":
+        raise ShapeError(f"matmul_q8 takes packed I8 activations, got {xk}; use matmul")
+    out = output(out, x, shape, "F32")
+    if T and N:
+        _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, None, stream)
     return out

@@ -1,0 +1,86 @@
+"""Chapter 13's lowering pass (issue 12): which fusions fire where, and that they change nothing.
+
+* on any machine: the CUDA lowering of a Q8_0 decode graph turns each FFN's gate/up/swiglu into one
+  `matmul_swiglu`, both residual adds into `matmul_add`, and both norms into `rmsnorm_q8` (q, k
+  and v then read one quantization, `matmul_q8`); prefill graphs (T > 8 rows) and other weight
+  types keep the plain ops; the CPU lowering is the identity;
+* on the GPU: greedy and sampled tokens of fused decode steps equal the unfused ones exactly.
+"""
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import tffedu
+from tffedu import runner as R
+from tffedu.models.qwen3 import CREATORS
+from tffedu.sampling import SamplingParams
+from tffedu.tensor import F16
+from hf_models import tiny_llama, tiny_qwen3, write_gguf
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lower")
+    return {
+        "qwen3 Q8_0": write_gguf(tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, seed=3),
+                                 d / "q.gguf", "Q8_0"),
+        "llama Q8_0": write_gguf(tiny_llama(hidden=64, heads=4, kv_heads=2, seed=4), d / "l.gguf", "Q8_0"),
+        "qwen3 F16": write_gguf(tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, seed=5),
+                                d / "f.gguf", "F16"),
+    }
+
+
+def ops_of(path, kind, N, B, backend="cuda"):
+    m = tffedu.load(path)
+    cfg = m.config
+    creator = CREATORS.create(cfg.arch, cfg, m.n_ctx, {n: w.dtype for n, w in m.weights.items()})
+    pages = R.PagedGraphs(creator, (8, 16, cfg.n_head_kv, cfg.head_dim), F16)
+    g = R.lower(pages.build(kind, N, B, 2), backend)
+    return Counter(n.op for n in g.nodes if n.kind == "op"), cfg.n_layer
+
+
+@pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0"])
+@pytest.mark.parametrize("B", [1, 4, 8])
+def test_decode_fuses_the_gemv_epilogues(files, name, B):
+    ops, L = ops_of(files[name], "decode", B, B)
+    assert ops["matmul_swiglu"] == L and ops["matmul_add"] == 2 * L
+    assert ops["swiglu"] == 0 and ops["add"] == 0
+    # q, k, v read one quantization of their norm, the output head one of the final norm
+    assert ops["rmsnorm_q8"] == 2 * L + 1 and ops["matmul_q8"] == 3 * L + 1
+    assert ops["matmul"] == ops["rmsnorm"] == 0
+
+
+def test_prefill_and_other_weights_keep_the_plain_ops(files):
+    for name, kind, N, B in (("qwen3 Q8_0", "prefill", 16, 1), ("qwen3 Q8_0", "prefill", 32, 4),
+                             ("qwen3 F16", "decode", 1, 1)):
+        ops, L = ops_of(files[name], kind, N, B)
+        assert ops["matmul_swiglu"] == ops["matmul_add"] == 0, (name, kind)
+        assert ops["swiglu"] == L and ops["add"] == 2 * L and ops["rmsnorm"] >= 2 * L
+        # only the output head's B <= 8 rows of a Q8_0 model may still run a GEMV of its norm
+        assert ops["rmsnorm_q8"] == (name.endswith("Q8_0") and B <= 8)
+
+
+def test_cpu_lowering_is_the_identity(files):
+    ops, L = ops_of(files["qwen3 Q8_0"], "decode", 1, 1, backend="cpu")
+    assert ops["matmul_swiglu"] == 0 and ops["add"] == 2 * L and "qk_norm_rope" not in ops
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0"])
+def test_fused_decode_equals_unfused_on_the_gpu(files, name, monkeypatch):
+    from tffedu.engine import Engine
+    prompts = [np.random.default_rng(i).integers(0, 400, 5 + 3 * i).tolist() for i in range(3)]
+
+    def run():
+        m = tffedu.load(files[name], device="cuda", n_ctx=128)
+        eng = Engine(m, max_batch=4)
+        reqs = [eng.add(p, max_new_tokens=12, ignore_eos=True) for p in prompts]
+        reqs.append(eng.add(prompts[1], max_new_tokens=12, ignore_eos=True,   # logits come back
+                            params=SamplingParams(temperature=0.9, seed=5)))
+        eng.run()
+        return [r.tokens for r in reqs]
+
+    fused = run()
+    monkeypatch.setitem(R.LOWERINGS, "cuda", [[R._fuse_qk_norm_rope]])
+    assert run() == fused
