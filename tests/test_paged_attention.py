@@ -185,3 +185,31 @@ def test_toy_model_paged_equals_full_recompute(P):
             assert c.admit("a", tokens) > 0 or P > len(tokens) - 1
             np.testing.assert_allclose(model.step(c, "a"), model.full(tokens), atol=1e-4)
 
+
+
+@pytest.mark.parametrize("block", [1, 7, 256])
+def test_query_blocks_give_the_same_attention(monkeypatch, block):
+    "Rows in blocks of ATTN_BLOCK (issue 13: no [T, S] score matrix): the same as torch, any block size."
+    import tffedu.kvcache as kvc
+    monkeypatch.setattr(kvc, "ATTN_BLOCK", block)
+    rng = np.random.default_rng(block)
+    S, T, Hq, Hkv, D = 53, 20, 6, 2, 16
+    c, k, v = scattered_cache(rng, S, Hkv, D, 8)
+    q = rng.standard_normal((T, Hq, D)).astype(np.float32)
+    got = paged_attention(q, c.k[0], c.v[0], c.page_table("s"), S)
+    np.testing.assert_allclose(got, sdpa(q, k, v, np.arange(S - T, S)), rtol=1e-4, atol=1e-5)
+
+
+def test_long_prefill_never_holds_the_score_matrix():
+    "A 2048-token prefill (SmolLM2's 9/3 heads of 64): peak numpy memory far below one [Hq, T, S] f32 matrix."
+    import tracemalloc
+    rng = np.random.default_rng(0)
+    S, Hq, Hkv, D = 2048, 9, 3, 64
+    c, _, _ = scattered_cache(rng, S, Hkv, D, 32)
+    q = rng.standard_normal((S, Hq, D)).astype(np.float32)
+    full = Hq * S * S * 4                                  # 151 MB: one score matrix of the whole prompt
+    tracemalloc.start()
+    paged_attention(q, c.k[0], c.v[0], c.page_table("s"), S)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < full / 3, (peak, full)
