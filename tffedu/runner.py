@@ -207,7 +207,7 @@ def step_feed(cache: KVCache, seqs, starts, chunks, kind: str = "prefill") -> di
         del feed["last"]
     return feed
 
-
+# %% ../notebooks/13_gpu_runtime.ipynb #28f9f9ea
 class ModelRunner:
     """Runs steps of `model`'s paged graph on its device, reading and writing K/V pages laid out as
     `cache` (chapter 09's KVCache, bookkeeping only) says.
@@ -246,63 +246,72 @@ class ModelRunner:
             return np.zeros(shape, dtype.np_dtype)     # calloc: untouched pages cost no memory
         return Tensor.zeros(shape, dtype, "cuda")
 
-    # -- memory ---------------------------------------------------------------------------------
-    def _memory(self, nbytes: int):
-        "The shared block, grown (and everything pointing into the old one dropped) when too small."
-        if self._block is None or self.stats["arena_bytes"] < nbytes:
-            self.executors.clear()
-            self.captured.clear()
-            self._block = None                         # freed before the bigger one is taken
-            self._block = ARENAS[self.device][0](nbytes, 256)
-            self.stats["arena_bytes"] = nbytes
-        return self._block
+# %% ../notebooks/13_gpu_runtime.ipynb #eb910cd6
+def _memory(self, nbytes: int):
+    "The shared block, grown (and everything pointing into the old one dropped) when too small."
+    if self._block is None or self.stats["arena_bytes"] < nbytes:
+        self.executors.clear()
+        self.captured.clear()
+        self._block = None                         # freed before the bigger one is taken
+        self._block = ARENAS[self.device][0](nbytes, 256)
+        self.stats["arena_bytes"] = nbytes
+    return self._block
 
-    # -- graphs ---------------------------------------------------------------------------------
-    def executor(self, kind: str, N: int, B: int, P: int) -> Executor:
-        "The executor of one bucket: built, lowered, planned into the shared block and bound once."
-        key = (kind, N, B, P)
-        ex = self.executors.get(key)
-        if ex is None:
-            g = lower(self.graphs.build(kind, N, B, P), self.device)
-            ex = Executor(g, self.device, memory=self._memory, stream=self.stream)
-            ex.bind(self.weights).bind(self.pages)
-            self.executors[key] = ex
-            while len(self.executors) > self.max_graphs:
-                old, _ = self.executors.popitem(last=False)
-                self.captured.pop(old, None)
-        self.executors.move_to_end(key)
-        return ex
 
-    # -- one step -------------------------------------------------------------------------------
-    def run(self, kind: str, feed: dict, logits: bool = False) -> dict[str, np.ndarray]:
-        """One forward pass of the bucket `feed`'s shapes give. Returns host arrays: `next_ids`
-        (not for kind "logits") and, when asked or for kind "logits", `logits`."""
-        if self.device == "cuda":
-            from tffedu.device import cuda_context
-            cuda_context()                             # current on this thread too
-        N, B, P = len(feed["ids"]), len(feed["seq_lens"]), feed["page_tables"].shape[1]
-        key = (kind, N, B, P)
-        ex = self.executor(kind, N, B, P)
-        ex.load(feed)
-        if kind == "decode" and self.cuda_graphs:
-            g = self.captured.get(key)
-            if g is None:
-                from tffedu.ops.cuda import CudaGraph
-                ex.launch()                            # eagerly: compiles kernels, computes this step
-                self.captured[key] = CudaGraph(ex.launch, self.stream)
-                self.stats["captured"] += 1
-            else:
-                g.replay()
-                self.stats["replayed"] += 1
+ModelRunner._memory = _memory
+
+# %% ../notebooks/13_gpu_runtime.ipynb #7452e7f6
+def _executor(self, kind: str, N: int, B: int, P: int) -> Executor:
+    "The executor of one bucket: built, lowered, planned into the shared block and bound once."
+    key = (kind, N, B, P)
+    ex = self.executors.get(key)
+    if ex is None:
+        g = lower(self.graphs.build(kind, N, B, P), self.device)
+        ex = Executor(g, self.device, memory=self._memory, stream=self.stream)
+        ex.bind(self.weights).bind(self.pages)
+        self.executors[key] = ex
+        while len(self.executors) > self.max_graphs:
+            old, _ = self.executors.popitem(last=False)
+            self.captured.pop(old, None)
+    self.executors.move_to_end(key)
+    return ex
+
+
+ModelRunner.executor = _executor
+
+# %% ../notebooks/13_gpu_runtime.ipynb #667d54e0
+def _run(self, kind: str, feed: dict, logits: bool = False) -> dict[str, np.ndarray]:
+    """One forward pass of the bucket `feed`'s shapes give. Returns host arrays: `next_ids`
+    (not for kind "logits") and, when asked or for kind "logits", `logits`."""
+    if self.device == "cuda":
+        from tffedu.device import cuda_context
+        cuda_context()                             # current on this thread too
+    N, B, P = len(feed["ids"]), len(feed["seq_lens"]), feed["page_tables"].shape[1]
+    key = (kind, N, B, P)
+    ex = self.executor(kind, N, B, P)
+    ex.load(feed)
+    if kind == "decode" and self.cuda_graphs:
+        g = self.captured.get(key)
+        if g is None:
+            from tffedu.ops.cuda import CudaGraph
+            ex.launch()                            # eagerly: compiles kernels, computes this step
+            self.captured[key] = CudaGraph(ex.launch, self.stream)
+            self.stats["captured"] += 1
         else:
-            ex.launch()
-            self.stats["eager"] += 1
-        out = {}
-        if kind != "logits":
-            out["next_ids"] = ex.output("next_ids")
-        if logits or kind == "logits":
-            out["logits"] = ex.output("logits")
-        return out
+            g.replay()
+            self.stats["replayed"] += 1
+    else:
+        ex.launch()
+        self.stats["eager"] += 1
+    out = {}
+    if kind != "logits":
+        out["next_ids"] = ex.output("next_ids")
+    if logits or kind == "logits":
+        out["logits"] = ex.output("logits")
+    return out
+
+
+ModelRunner.run = _run
 
 # %% ../notebooks/13_gpu_runtime.ipynb #fa6f1623
 def op_timeline(ex: Executor, repeat: int = 10, reps: int = 5) -> list[dict]:

@@ -251,7 +251,7 @@ def launch(fn, grid, block, stream, *args, shared: int = 0):
     else:
         fn.prepared_async_call(grid, block, stream, *args)
 
-
+# %% ../../notebooks/10_cuda_basics.ipynb #32f0a3c6
 _NP_KIND = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.int32): "I32",
             np.dtype(np.uint8): "U8", np.dtype(np.int8): "I8"}
 
@@ -296,7 +296,7 @@ def check(x, name: str, shape=None, kinds=None, ndim=None):
             raise ShapeError(f"{name} must be contiguous (shape {shp}, strides {tuple(st)}): call .contiguous()")
     return shp
 
-
+# %% ../../notebooks/10_cuda_basics.ipynb #02fd86c6
 def empty(like, shape, kind_: str):
     "A new device tensor of the same family as `like` (tffedu Tensor or GPUArray)."
     if hasattr(like, "gpudata") and not hasattr(like, "data_ptr"):
@@ -313,7 +313,7 @@ def output(out, like, shape, kind_: str, name: str = "out"):
     check(out, name, shape=tuple(shape), kinds=(kind_,))
     return out
 
-
+# %% ../../notebooks/10_cuda_basics.ipynb #3e7bf8ea
 WS_ALIGN = 256   # bytes: every piece of an op's workspace starts on a cudaMalloc-like boundary
 
 

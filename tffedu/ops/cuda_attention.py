@@ -79,7 +79,7 @@ def flash_attention(q, k, v, out=None, stream=None, scale: float | None = None, 
                  scale, causal, stream, version, config)
     return out
 
-
+# %% ../../notebooks/12_attention.ipynb #a4ea1484
 def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
                  scale: float | None = None, causal: bool = True, stream=None, version: int | None = None,
                  config: dict | None = None) -> None:
@@ -122,6 +122,13 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
         _SMEM_SET.add((id(fn), smem))
     launch(fn, (Lq, Hq), (128,), stream, qp, kp, vp, op, np.int32(Lq), np.int32(Lk), np.int32(Hq),
            np.int32(Hkv), np.float32(scale), np.int32(causal), shared=smem)
+
+# %% ../../notebooks/12_attention.ipynb #5f37c016
+def _host_ints(x):
+    "A small int tensor read back to the host (a synchronisation: never inside a captured step)."
+    if hasattr(x, "get") and not hasattr(x, "data_ptr"):
+        return np.asarray(x.get())
+    return np.asarray(x.to("cpu").numpy())
 
 
 def _attention_pieces(T: int, Hq: int, D: int, S: int, Hkv: int) -> list[int]:
@@ -180,13 +187,6 @@ def cast_or_copy(src: str, a: int, b: int, n: int, stream=None) -> None:
         cast_raw(src, "F16", a, b, n, stream)
 
 # %% ../../notebooks/12_attention.ipynb #cbe82f85
-def _host_ints(x):
-    "A small int tensor read back to the host (a synchronisation: never inside a captured step)."
-    if hasattr(x, "get") and not hasattr(x, "data_ptr"):
-        return np.asarray(x.get())
-    return np.asarray(x.to("cpu").numpy())
-
-
 def choose_splits(batch: int, n_kv: int, max_len: int, min_chunk: int = 64, blocks_per_sm: int = 4) -> int:
     "How many chunks to cut each sequence into so that the grid has ~`blocks_per_sm` blocks per SM."
     sms = device_info()["sms"]
@@ -217,7 +217,7 @@ def _decode_workspace(q, k_pages, v_pages, page_tables, seq_lens, **attrs) -> in
     S, _ = _decode_splits(B, k_pages.shape[2], page_tables.shape[1] * k_pages.shape[1], attrs.get("n_splits"))
     return workspace_bytes(*_decode_pieces(B, Hq, D, S))
 
-
+# %% ../../notebooks/12_attention.ipynb #14dceff7
 @OPS.register("paged_attention_decode", "cuda")
 @with_workspace(_decode_workspace)
 def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: float | None = None,
@@ -266,7 +266,7 @@ def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, S, split
         red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPi", {"HEAD_DIM": D})
         launch(red, (B * Hq,), (D,), stream, np.uintp(part_o), np.uintp(part_ml), op, np.int32(S))
 
-
+# %% ../../notebooks/12_attention.ipynb #7967a8a5
 def kv_store_raw(k, v, kp: int, vp: int, slots, cache_kind: str, row: int, stream=None) -> None:
     "Store k, v f32 [T, Hkv, D] at flat slots (-1: skip) into caches at device addresses kp, vp."
     T = k.shape[0]
@@ -290,7 +290,7 @@ def kv_store(k, v, k_pages, v_pages, slots, stream=None):
     kv_store_raw(k, v, ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), slots, kind(k_pages), Hkv * D, stream)
     return k_pages, v_pages
 
-
+# %% ../../notebooks/12_attention.ipynb #8d8154e0
 def _paged_pieces(T: int, Hq: int, D: int, S: int, Hkv: int) -> list[int]:
     "Scratch of a prefill over pages: q in f16, and the sequence's K, V gathered into f16."
     return [T * Hq * D * 2, S * Hkv * D * 2, S * Hkv * D * 2]

@@ -26,7 +26,7 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher',
            'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
            'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'tflops', 'torch_time_ms', 'bench_gemm',
-           'bench_gemv', 'gguf_quantize_rows', 'matmul', 'matmul_add', 'matmul_swiglu', 'rmsnorm_q8', 'matmul_q8']
+           'gguf_quantize_rows', 'bench_gemv', 'matmul', 'matmul_add', 'matmul_swiglu', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -245,7 +245,7 @@ def gemv_config(T: int) -> tuple:
     "Default (rows per warp, warps per block, pipeline stages) of GEMV v3 for batch T."
     return GEMV_DEFAULT.get(int(T), GEMV_DEFAULT_BIG)
 
-
+# %% ../../notebooks/11_matmul.ipynb #74496ad7
 def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a", stream=None,
                        rows: int | None = None, warps: int | None = None, stages: int | None = None,
                        x_dtype: str = "F32", xq=None, xd=None, quantize: bool = True,
@@ -329,7 +329,7 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
     run.buffers = own                 # the activation buffers live as long as the launcher
     return run
 
-
+# %% ../../notebooks/11_matmul.ipynb #b2cd7af3
 def persist_blocks(f, N: int, rows: int, warps: int, stages: int, blocks_per_sm: int | None = None) -> int:
     """Grid of GEMV v4: as many warps as fit on the GPU at once (one wave), trimmed so that every warp
     gets the same number of row groups (N / rows = 12288 over 6336 warps would leave half of them
@@ -348,7 +348,7 @@ def persist_blocks(f, N: int, rows: int, warps: int, stages: int, blocks_per_sm:
     steps = math.ceil(ngroups / most)                            # row groups per warp
     return max(1, math.ceil(math.ceil(ngroups / steps) / warps))
 
-
+# %% ../../notebooks/11_matmul.ipynb #b42e161c
 def q8_0_gemv(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a", stream=None, **kw):
     "Launch the Q8_0 GEMV once (see `q8_0_gemv_launcher` for the arguments)."
     q8_0_gemv_launcher(w, x, y, N, K, T, version, stream, **kw)()
@@ -377,7 +377,7 @@ def torch_time_ms(fn, warmup: int = 3, reps: int = 20) -> float:
     torch.cuda.synchronize()
     return float(np.median([a.elapsed_time(b) for a, b in evs]))
 
-
+# %% ../../notebooks/11_matmul.ipynb #24e3b3f0
 def bench_gemm(M: int = 4096, N: int = 4096, K: int = 4096, configs=None, wg_configs=None,
                with_naive: bool = True, reps: int = 10, inner: int = 10, seed: int = 0) -> list[dict]:
     """Time every GEMM version and cuBLAS (torch) at one shape. Rows: name, kind, ms, tflops, intensity, err.
@@ -468,6 +468,13 @@ GEMV_SWEEP = [(r, w, st) for r in (1, 2, 4) for w in (2, 4, 8) for st in (2, 3, 
 PERSIST_SWEEP = [(1, 4, 2), (1, 4, 4), (1, 8, 2), (1, 2, 3), (2, 4, 2), (4, 2, 2)]    # v4 at batch 1
 
 
+def gguf_quantize_rows(w: np.ndarray) -> np.ndarray:
+    "Q8_0-quantize with gguf-py (the real format)."
+    import gguf
+    from gguf.quants import quantize
+    return quantize(np.ascontiguousarray(w, np.float32), gguf.GGMLQuantizationType.Q8_0)
+
+# %% ../../notebooks/11_matmul.ipynb #e0698101
 def bench_gemv(shapes=QWEN3_8B_SHAPES, batches=(1, 2, 4, 8), versions=GEMV_VERSIONS, reps: int = 20,
                sweep: bool = False, min_launches: int = 20, seed: int = 0, graph: bool = True,
                sweep_batches=(1, 8)) -> list[dict]:
@@ -562,13 +569,6 @@ def bench_gemv(shapes=QWEN3_8B_SHAPES, batches=(1, 2, 4, 8), versions=GEMV_VERSI
         del copies
     return out
 
-
-def gguf_quantize_rows(w: np.ndarray) -> np.ndarray:
-    "Q8_0-quantize with gguf-py (the real format)."
-    import gguf
-    from gguf.quants import quantize
-    return quantize(np.ascontiguousarray(w, np.float32), gguf.GGMLQuantizationType.Q8_0)
-
 # %% ../../notebooks/11_matmul.ipynb #4503930f
 from ..factory import OPS
 
@@ -615,7 +615,7 @@ def _matmul_workspace(x, w, **attrs) -> int:
     T = int(np.prod(x.shape[:-1], dtype=np.int64)) if len(x.shape) > 1 else 1
     return workspace_bytes(*_matmul_pieces(T, x.shape[-1], w.shape[0], x.dtype.name, w.dtype.name))
 
-
+# %% ../../notebooks/11_matmul.ipynb #6d6ca241
 @OPS.register("matmul", "cuda")
 @with_workspace(_matmul_workspace)
 def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = None):
@@ -684,7 +684,7 @@ def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K:
         xh, wp, K = xpad, wpad, Kp
     gemm16(xh, wp, yp, T, N, K, wk, stream=stream)
 
-
+# %% ../../notebooks/11_matmul.ipynb #401cc8ef
 def _epilogue_in_gemv(wk: str, T: int) -> bool:
     "Whether the matmul of these weights and rows runs GEMV v3, whose epilogue can fuse the next op."
     return wk == "Q8_0" and T <= 8
@@ -722,7 +722,7 @@ def matmul_add(x, w, r, out=None, stream=None, workspace=None, w_dtype: str | No
         add(out, r, out, stream)                       # elementwise, in place
     return out
 
-
+# %% ../../notebooks/11_matmul.ipynb #91c4952e
 def _matmul_swiglu_workspace(x, wg, wu, **a) -> int:
     T = int(np.prod(x.shape[:-1], dtype=np.int64)) if len(x.shape) > 1 else 1
     return workspace_bytes(T * wg.shape[0] * 4) + (0 if x.dtype.name == "I8" else _matmul_workspace(x, wg))
@@ -755,7 +755,7 @@ def matmul_swiglu(x, wg, wu, out=None, stream=None, workspace=None, w_dtype: str
            yp, up, yp, np.int64(T * N))
     return out
 
-
+# %% ../../notebooks/11_matmul.ipynb #203beea8
 # Packed activations: what the GEMVs of one norm's output would each quantize, quantized once.
 def _rmsnorm_q8_shape(T: int, D: int) -> tuple:
     return (T, D + D // 8)                 # T*D int8 quants, then T*D/32 f32 scales (planar)
