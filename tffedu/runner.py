@@ -148,7 +148,7 @@ def _fuse_matmul_add(n: Node, users) -> Node | None:
 def _norm_feeds_gemvs(r: Node, users) -> bool:
     "An rmsnorm [T, D] read only as the activations of GEMV-v3 matmuls (D % 32 == 0)."
     return (r.kind == "op" and r.op == "rmsnorm" and len(r.inputs) == 2 and len(r.shape) == 2
-            and r.shape[-1] % 32 == 0 and bool(users[r])
+            and r.shape[-1] % 32 == 0 and r.inputs[0].dtype == F32 and bool(users[r])
             and all(u is not None and u.op in ("matmul", "matmul_swiglu") and u.inputs[0] is r
                     and r not in u.inputs[1:] and _in_gemv(u) for u in users[r]))
 
