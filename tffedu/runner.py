@@ -118,8 +118,9 @@ def _fuse_qk_norm_rope(n: Node, users) -> Node | None:
 
 def _in_gemv(m: Node) -> bool:
     "A matmul that runs chapter 11's GEMV v3 (Q8_0 weights, at most 8 rows): its epilogue can fuse."
+    from tffedu.ops.cuda_matmul import _epilogue_in_gemv       # the op's own rule, not a copy of it
     x, w = m.inputs[:2]
-    return w.dtype.name == "Q8_0" and int(np.prod(x.shape[:-1], dtype=np.int64)) <= 8
+    return _epilogue_in_gemv(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)))
 
 
 def _fuse_gate_up(n: Node, users) -> Node | None:

@@ -594,8 +594,24 @@ def _w_info(w, w_dtype):
     return k, shp[0], shp[1]
 
 
+def _matmul_args(x, w, w_dtype):
+    """Checks shared by every matmul op: (T, N, K, xk, wk, output shape). x is F32/F16 [..., K]
+    or packed int8 activations (`rmsnorm_q8`: I8 [T, K + K/8])."""
+    xs = check(x, "x", kinds=("F32", "F16", "I8"))
+    if len(xs) < 1:
+        raise ShapeError("x must have at least one dim")
+    wk, N, K = _w_info(w, w_dtype)
+    xK = xs[-1] * 8 // 9 if kind(x) == "I8" else xs[-1]
+    if xK != K or (kind(x) == "I8" and xs[-1] != K + K // 8):
+        raise ShapeError(f"x has K={xK} but w has shape [N={N}, K={K}] ({wk})")
+    T = int(np.prod(xs[:-1], dtype=np.int64)) if len(xs) > 1 else 1
+    return T, N, K, kind(x), wk, (*xs[:-1], N)
+
+
 def _matmul_pieces(T: int, K: int, N: int, xk: str, wk: str) -> list[int]:
     "Bytes of each scratch buffer the matmul op needs for this shape and these dtypes (in order)."
+    if xk == "I8":                                         # packed activations: quantized already
+        return []
     if wk == "Q8_0":
         if T <= 8:                                         # int8 activations and their scales
             return [T * K, T * (K // QK8_0) * 4]
@@ -620,15 +636,10 @@ def _matmul_workspace(x, w, **attrs) -> int:
 @with_workspace(_matmul_workspace)
 def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = None):
     "y f32 [..., N] = x [..., K] (F32/F16) @ w[N, K].T, w F32/F16/BF16/Q8_0 (GGUF layout)."
-    xs = check(x, "x", kinds=("F32", "F16"))
-    if len(xs) < 1:
-        raise ShapeError("x must have at least one dim")
-    xk = kind(x)
-    wk, N, K = _w_info(w, w_dtype)
-    if xs[-1] != K:
-        raise ShapeError(f"x has K={xs[-1]} but w has shape [N={N}, K={K}] ({wk})")
-    T = int(np.prod(xs[:-1], dtype=np.int64)) if len(xs) > 1 else 1
-    out = output(out, x, (*xs[:-1], N), "F32")
+    T, N, K, xk, wk, shape = _matmul_args(x, w, w_dtype)
+    if xk == "I8":
+        raise ShapeError("packed int8 activations go to matmul_q8, not matmul")
+    out = output(out, x, shape, "F32")
     if T == 0 or N == 0:
         return out
     ws = Workspace(workspace, workspace_bytes(*_matmul_pieces(T, K, N, xk, wk)))
@@ -690,31 +701,17 @@ def _epilogue_in_gemv(wk: str, T: int) -> bool:
     return wk == "Q8_0" and T <= 8
 
 
-def _fused_args(x, w, w_dtype):
-    """Checks shared by the fused matmuls: (T, N, K, xk, wk, output shape). x is F32/F16 [..., K]
-    or packed int8 activations (`rmsnorm_q8`: I8 [T, K + K/8])."""
-    xs = check(x, "x", kinds=("F32", "F16", "I8"))
-    if len(xs) < 1:
-        raise ShapeError("x must have at least one dim")
-    wk, N, K = _w_info(w, w_dtype)
-    xK = xs[-1] * 8 // 9 if kind(x) == "I8" else xs[-1]
-    if xK != K or (kind(x) == "I8" and xs[-1] != K + K // 8):
-        raise ShapeError(f"x has K={xK} but w has shape [N={N}, K={K}] ({wk})")
-    T = int(np.prod(xs[:-1], dtype=np.int64)) if len(xs) > 1 else 1
-    return T, N, K, kind(x), wk, (*xs[:-1], N)
-
-
 @OPS.register("matmul_add", "cuda")
-@with_workspace(lambda x, w, r, **a: 0 if x.dtype.name == "I8" else _matmul_workspace(x, w))
+@with_workspace(lambda x, w, r, **a: _matmul_workspace(x, w))
 def matmul_add(x, w, r, out=None, stream=None, workspace=None, w_dtype: str | None = None):
     """r + x @ w.T: the residual add as the matmul's epilogue (r f32 [..., N]); equal to
     add(r, matmul(x, w)). Q8_0 weights at T <= 8 run it in GEMV v3; the rest add after the matmul."""
-    T, N, K, xk, wk, shape = _fused_args(x, w, w_dtype)
+    T, N, K, xk, wk, shape = _matmul_args(x, w, w_dtype)
     check(r, "r", shape=shape, kinds=("F32",))
     out = output(out, x, shape, "F32")
     if T == 0 or N == 0:
         return out
-    ws = Workspace(workspace, 0 if xk == "I8" else workspace_bytes(*_matmul_pieces(T, K, N, xk, wk)))
+    ws = Workspace(workspace, workspace_bytes(*_matmul_pieces(T, K, N, xk, wk)))
     if _epilogue_in_gemv(wk, T) and K:
         _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, ws, stream, res=ptr(r, "r"))
     else:
@@ -725,7 +722,7 @@ def matmul_add(x, w, r, out=None, stream=None, workspace=None, w_dtype: str | No
 # %% ../../notebooks/11_matmul.ipynb #91c4952e
 def _matmul_swiglu_workspace(x, wg, wu, **a) -> int:
     T = int(np.prod(x.shape[:-1], dtype=np.int64)) if len(x.shape) > 1 else 1
-    return workspace_bytes(T * wg.shape[0] * 4) + (0 if x.dtype.name == "I8" else _matmul_workspace(x, wg))
+    return workspace_bytes(T * wg.shape[0] * 4) + _matmul_workspace(x, wg)
 
 
 @OPS.register("matmul_swiglu", "cuda")
@@ -734,14 +731,14 @@ def matmul_swiglu(x, wg, wu, out=None, stream=None, workspace=None, w_dtype: str
     """silu(x @ wg.T) * (x @ wu.T): gate, up and SwiGLU in one op (wg, wu of one shape and dtype);
     equal to swiglu(matmul(x, wg), matmul(x, wu)). Q8_0 weights at T <= 8: one GEMV v3 launch that
     streams the gate and up rows together; the rest: two matmuls and the swiglu kernel."""
-    T, N, K, xk, wk, shape = _fused_args(x, wg, w_dtype)
+    T, N, K, xk, wk, shape = _matmul_args(x, wg, w_dtype)
     wk2, N2, K2 = _w_info(wu, w_dtype)
     if (wk2, N2, K2) != (wk, N, K):
         raise ShapeError(f"gate and up weights differ: [{N}, {K}] {wk} vs [{N2}, {K2}] {wk2}")
     out = output(out, x, shape, "F32")
     if T == 0 or N == 0:
         return out
-    ws = Workspace(workspace, workspace_bytes(T * N * 4, *([] if xk == "I8" else _matmul_pieces(T, K, N, xk, wk))))
+    ws = Workspace(workspace, workspace_bytes(T * N * 4, *_matmul_pieces(T, K, N, xk, wk)))
     xp, yp = ptr(x, "x"), ptr(out, "out")
     if _epilogue_in_gemv(wk, T) and K:
         _matmul_into(xp, xk, ptr(wg, "wg"), wk, yp, T, N, K, ws, stream, w2=ptr(wu, "wu"))
@@ -782,7 +779,7 @@ def rmsnorm_q8(x, w, out=None, stream=None, eps: float = 1e-6):
 @OPS.register("matmul_q8", "cuda")
 def matmul_q8(x, w, out=None, stream=None, w_dtype: str | None = None):
     "matmul of packed int8 activations (`rmsnorm_q8`, I8 [T, K + K/8]) and Q8_0 w [N, K], T <= 8: y f32 [T, N]."
-    T, N, K, xk, wk, shape = _fused_args(x, w, w_dtype)
+    T, N, K, xk, wk, shape = _matmul_args(x, w, w_dtype)
     if xk != "I8":
         raise ShapeError(f"matmul_q8 takes packed I8 activations, got {xk}; use matmul")
     out = output(out, x, shape, "F32")
