@@ -35,6 +35,7 @@ def variants():
     v += [g(1, *c) for c in cm.PERSIST_SWEEP]          # v4 (same file and defines as v3)
     v += [g(T, *c) for T in (1, 3) for c in ((1, 4, 2), (1, 4, 4), (2, 4, 2), (4, 2, 2), (1, 8, 2), (2, 2, 3))]
     v += [("sm_90a", "matmul_wgmma.cu", dict(c)) for c in cm.WGMMA_CONFIGS]
+    v += [("sm_90a", "matmul_q8_wgmma.cu", dict(c)) for c in cm.Q8_GEMM_CONFIGS]
     # chapter 12's flash attention: the tile shapes and switches its tests and notebook compile
     fl = [{}, dict(NWARPS=4, BC=64), dict(NWARPS=4, BC=32), dict(NWARPS=8, BC=64), dict(NWARPS=8, BC=32),
           dict(NWARPS=4, BC=64, MINB=3), dict(NWARPS=2, BC=64), dict(NWARPS=2, BC=32),

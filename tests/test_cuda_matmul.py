@@ -307,9 +307,12 @@ def test_q8_0_gemv_epilogue_errors():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("T,N,K,wt", [(1, 1001, 4096, "Q8_0"), (8, 515, 1024, "Q8_0"), (9, 515, 1024, "Q8_0"),
-                                      (3, 77, 128, "F16"), (40, 96, 256, "Q8_0")])
+                                      (3, 77, 128, "F16"), (40, 96, 256, "Q8_0"), (40, 300, 2048, "Q8_0"),
+                                      (200, 20000, 256, "Q8_0"), (300, 130, 512, "Q8_0"), (20, 64, 96, "Q8_0")])
 def test_fused_matmul_ops_equal_the_ops_they_replace(T, N, K, wt):
-    "matmul_add / matmul_swiglu (chapter 13's lowering) give exactly what the unfused ops give."
+    """matmul_add / matmul_swiglu (chapter 13's lowering) give exactly what the unfused ops give: in
+    GEMV v3's epilogue (T <= 8), in version 6's reduction (split along K or not), and unfused (the
+    slab path above 256 rows or with K % 256 != 0)."""
     ga = _ga()
     from tffedu.factory import OPS
     op = lambda name: OPS.get(name, "cuda")                          # noqa: E731
@@ -397,13 +400,85 @@ def test_dequant_q8_0_matches_gguf():
     np.testing.assert_array_equal(out.get(), dequantize(raw, Q8).astype(np.float16))
 
 
+# ------------------------------------------------------------------ GPU: version 6 (Q8_0 into wgmma)
+def _q8_inputs(M, N, K, seed):
+    "Random Q8_0 weights (rows of very different scales), their fp16 values (gguf-py's), fp16 x."
+    rng = np.random.default_rng(seed)
+    scale = 10.0 ** rng.uniform(-3, 1, (N, 1))
+    raw = q8(rng.standard_normal((N, K)) * scale)
+    w16 = dequantize(raw, Q8).astype(np.float16)
+    x = rng.standard_normal((M, K), dtype=np.float32).astype(np.float16)
+    return x, raw, w16
+
+
+V6_SHAPES = [(9, 1, 256), (16, 128, 256), (17, 77, 512), (33, 515, 1024), (64, 300, 768), (65, 129, 4096),
+             (130, 1001, 1280), (300, 256, 256)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("cfg", range(len(cm.Q8_GEMM_CONFIGS)))
+@pytest.mark.parametrize("M,N,K", V6_SHAPES)
+def test_q8_gemm_configs(M, N, K, cfg, splits):
+    "Every tile config, with and without a K split, on odd shapes: equal to x @ w16.T (float64)."
+    ga = _ga()
+    if not cm.wgmma_available():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    x, raw, w16 = _q8_inputs(M, N, K, seed=M + 7 * N + 13 * K + cfg)
+    c = dict(cm.Q8_GEMM_CONFIGS[cfg], splits=splits)
+    y = _nan(ga, (M, N))
+    part = ga.empty(max(1, cm.q8_gemm_part_bytes(M, N, K, **c) // 4), np.float32)
+    cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, c, part=part)
+    assert cm.relerr(y.get(), cm.matmul_ref(x, w16)) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("BT", [16, 64])
+def test_q8_gemm_dequantizes_exactly(BT):
+    """One-hot token rows pick single weights: y[m, n] must be the fp16 value of d*q (gguf-py's
+    dequantization, rounded once), bit for bit, down to subnormal scales."""
+    ga = _ga()
+    if not cm.wgmma_available():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    rng = np.random.default_rng(BT)
+    M, N, K = 96, 200, 512
+    w = rng.standard_normal((N, K)) * 10.0 ** rng.uniform(-9, 2, (N, 1))     # d from subnormal to large
+    raw = q8(w)
+    w16 = dequantize(raw, Q8).astype(np.float16)
+    ks = rng.choice(K, M)
+    x = np.zeros((M, K), np.float16)
+    x[np.arange(M), ks] = 1
+    y = _nan(ga, (M, N))
+    cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(BT=BT, splits=1))
+    np.testing.assert_array_equal(y.get(), w16[:, ks].T.astype(np.float32))
+
+
+@pytest.mark.gpu
+def test_q8_gemm_ldy_and_errors():
+    "y wider than N keeps its other columns; K % 256 != 0 and a split without scratch are refused."
+    ga = _ga()
+    if not cm.wgmma_available():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    M, N, K, ldy = 40, 100, 512, 130
+    x, raw, w16 = _q8_inputs(M, N, K, seed=3)
+    y = ga.to_gpu(np.full((M, ldy), 7.0, np.float32))
+    cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(splits=1), ldy=ldy)
+    got = y.get()
+    assert cm.relerr(got[:, :N], cm.matmul_ref(x, w16)) < 1e-5 and np.all(got[:, N:] == 7.0)
+    with pytest.raises(ShapeError, match="K % 256"):
+        cm.q8_gemm(ga.to_gpu(x[:, :128]), ga.to_gpu(raw), y, M, N, 128)
+    with pytest.raises(ShapeError, match="part="):
+        cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(splits=2))
+
+
 # ------------------------------------------------------------------ GPU: the registered op
 @pytest.mark.gpu
 @pytest.mark.parametrize("T,N,K,wt,xt", [
     (1, 77, 131, "F16", "F32"), (5, 77, 131, "F16", "F16"), (300, 77, 131, "F16", "F32"),
     (200, 129, 64, "BF16", "F32"), (3, 129, 64, "BF16", "F16"),
     (1, 1001, 4096, "Q8_0", "F32"), (8, 1001, 4096, "Q8_0", "F16"), (9, 1001, 4096, "Q8_0", "F32"),
-    (300, 515, 1024, "Q8_0", "F16"), (7, 65, 33, "F32", "F32"), (70, 65, 33, "F32", "F16"),
+    (300, 515, 1024, "Q8_0", "F16"), (40, 300, 2048, "Q8_0", "F32"), (33, 65, 96, "Q8_0", "F32"), (100, 70, 512, "Q8_0", "F16"),
+    (7, 65, 33, "F32", "F32"), (70, 65, 33, "F32", "F16"),
     (257, 300, 512, "F16", "F16"), (129, 100, 200, "BF16", "F32"),
 ])
 def test_matmul_op(T, N, K, wt, xt):

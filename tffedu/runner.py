@@ -117,10 +117,17 @@ def _fuse_qk_norm_rope(n: Node, users) -> Node | None:
 
 
 def _in_gemv(m: Node) -> bool:
-    "A matmul that runs chapter 11's GEMV v3 (Q8_0 weights, at most 8 rows): its epilogue can fuse."
+    "A matmul that runs chapter 11's GEMV v3 (Q8_0 weights, a few rows): it reads int8 activations."
     from tffedu.ops.cuda_matmul import _epilogue_in_gemv       # the op's own rule, not a copy of it
     x, w = m.inputs[:2]
-    return _epilogue_in_gemv(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)))
+    return _epilogue_in_gemv(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1])
+
+
+def _fuses(m: Node) -> bool:
+    "A matmul whose own kernels can do the next op: GEMV v3's epilogue, or version 6's reduction."
+    from tffedu.ops.cuda_matmul import _epilogue_fused
+    x, w = m.inputs[:2]
+    return _epilogue_fused(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1])
 
 
 def _fuse_gate_up(n: Node, users) -> Node | None:
@@ -128,7 +135,7 @@ def _fuse_gate_up(n: Node, users) -> Node | None:
     if n.op != "swiglu":
         return None
     g, u = n.inputs
-    if (all(m.kind == "op" and m.op == "matmul" and users[m] == [n] and _in_gemv(m) for m in (g, u))
+    if (all(m.kind == "op" and m.op == "matmul" and users[m] == [n] and _fuses(m) for m in (g, u))
             and g.inputs[0] is u.inputs[0] and g.inputs[1].shape == u.inputs[1].shape):
         return replace(n, op="matmul_swiglu", inputs=(g.inputs[0], g.inputs[1], u.inputs[1]), attrs={})
     return None
@@ -139,7 +146,7 @@ def _fuse_matmul_add(n: Node, users) -> Node | None:
     if n.op != "add":
         return None
     for r, m in (n.inputs, n.inputs[::-1]):
-        if (m.kind == "op" and m.op == "matmul" and users[m] == [n] and _in_gemv(m)
+        if (m.kind == "op" and m.op == "matmul" and users[m] == [n] and _fuses(m)
                 and tuple(m.shape) == tuple(r.shape) and r.dtype == F32):
             a, w = m.inputs
             return replace(n, op="matmul_add", inputs=(a, w, r), attrs={})

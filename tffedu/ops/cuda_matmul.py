@@ -21,12 +21,15 @@ from .cuda import (CudaGraph, Workspace, _drv, add, cast_raw, check, context, co
 
 # %% auto #0
 __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 'MMA_CONFIGS', 'WGMMA_DEFAULT', 'WGMMA_CONFIGS',
-           'USE_WGMMA', 'GEMV_VERSIONS', 'GEMV_DEFAULT', 'GEMV_DEFAULT_BIG', 'QWEN3_8B_SHAPES', 'GEMV_SWEEP',
-           'PERSIST_SWEEP', 'DEQUANT_SLAB_BYTES', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref',
+           'USE_WGMMA', 'GEMV_VERSIONS', 'GEMV_DEFAULT', 'GEMV_DEFAULT_BIG', 'DEQUANT_SLAB_BYTES', 'QWEN3_8B_SHAPES',
+           'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_STAGES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M', 'Q8_GEMM_MIN_M',
+           'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref',
            'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher',
            'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
-           'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'tflops', 'torch_time_ms', 'bench_gemm',
-           'gguf_quantize_rows', 'bench_gemv', 'matmul', 'matmul_add', 'matmul_swiglu', 'rmsnorm_q8', 'matmul_q8']
+           'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm',
+           'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available',
+           'q8_gemm_smem', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes', 'q8_gemm_launcher', 'q8_gemm',
+           'bench_q8_gemm', 'matmul', 'matmul_add', 'matmul_swiglu', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -359,6 +362,24 @@ def dequant_q8_0(w, out, R: int, K: int, stream=None):
     launch(kernel("gemv_q8_0.cu", "dequant_q8_0_f16", "PPii"), _grid1d(R * K), (256,), stream,
            _p(w), _p(out), np.int32(R), np.int32(K))
 
+
+DEQUANT_SLAB_BYTES = 256 << 20     # fp16 bytes of dequantized weights per slab (the path v6 replaces)
+
+
+def q8_0_slab_rows(N: int, K: int) -> int:
+    "Rows of one dequantized slab: DEQUANT_SLAB_BYTES of fp16, a multiple of 128, at most N."
+    return min(N, max(128, DEQUANT_SLAB_BYTES // (2 * K) // 128 * 128))
+
+
+def q8_0_slab_gemm(xh, w, y, M: int, N: int, K: int, wh, stream=None):
+    """The Q8_0 GEMM without version 6 (another GPU, K % 256 != 0, or more than Q8_GEMM_MAX_M rows): dequantize a slab of rows into
+    fp16 `wh` (q8_0_slab_rows x K halves), the 16-bit GEMM on it, the next slab. y f32 [M, N]."""
+    slab, row_bytes, wp, yp = q8_0_slab_rows(N, K), K // QK8_0 * Q8_0_BYTES, _p(w), _p(y)
+    for n0 in range(0, N, slab):
+        r = min(slab, N - n0)
+        dequant_q8_0(wp + n0 * row_bytes, wh, r, K, stream)
+        gemm16(xh, wh, yp + 4 * n0, M, r, K, "F16", ldy=N, stream=stream)
+
 # %% ../../notebooks/11_matmul.ipynb #4bbf4314
 def tflops(M, N, K, ms):
     return matmul_flops(M, N, K) / (ms * 1e-3) / 1e12
@@ -569,10 +590,192 @@ def bench_gemv(shapes=QWEN3_8B_SHAPES, batches=(1, 2, 4, 8), versions=GEMV_VERSI
         del copies
     return out
 
+# %% ../../notebooks/11_matmul.ipynb #6e9cbcf1
+Q8_GEMM_STAGES = {16: 5, 32: 4, 64: 3}     # BT -> stages (256 k of raw weights and tokens each) in the ring
+Q8_GEMM_CONFIGS = [dict(BT=bt, STAGES=st) for bt, st in Q8_GEMM_STAGES.items()] + [dict(BT=16, STAGES=4),
+                                                                                   dict(BT=32, STAGES=3)]
+Q8_GEMM_MAX_M = 256                  # above this the slab path (dequantize + v5) is faster
+Q8_GEMM_MIN_M = 5                    # from here v6 beats GEMV v3 (bench_q8_gemm: 8 rows, every shape)
+
+
+def q8_gemm_available(K: int, M: int = 1) -> bool:
+    "Version 6 runs here: an sm_90 GPU, K % 256 == 0 (16-byte aligned rows of raw blocks), M tokens it is fast at."
+    return USE_WGMMA and K % 256 == 0 and M <= Q8_GEMM_MAX_M and wgmma_available()
+
+
+def q8_gemm_smem(cfg: dict) -> int:
+    "STAGES x (4 token tiles of 64 k + 128 rows of 272 raw bytes) + 1 KB for the alignment."
+    return cfg["STAGES"] * (4 * cfg["BT"] * 64 * 2 + 128 * 272) + 1024
+
+
+def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, STAGES: int | None = None,
+                   splits: int | None = None) -> dict:
+    """Version 6's launch for M tokens x N outputs x K: BT = the smallest of 16, 32, 64 holding M (more
+    tokens: more token tiles, which read the same weights from L2), and the split along K (whole
+    stages of 256 k) that `q8_gemm_splits` picks. Returns BT, STAGES, splits, st_per (stages per split)."""
+    BT = BT or next((b for b in (16, 32) if M <= b), 64)
+    NS = K // 256
+    if splits is None:
+        splits = q8_gemm_splits(-(-M // BT) * -(-N // 128), NS, device_info()["sms"])
+    st_per = -(-NS // max(1, min(int(splits), NS)))
+    return dict(BT=BT, STAGES=STAGES or Q8_GEMM_STAGES[BT], splits=-(-NS // st_per), st_per=st_per)
+
+
+def q8_gemm_splits(tiles: int, NS: int, sms: int) -> int:
+    """The fewest K splits within 5% of the best wave count: one block fits an SM (shared memory), so
+    `tiles * s` blocks run in ceil(tiles * s / sms) waves of 1/s of the work each. 160 blocks on 132
+    SMs take two waves: that split is slower than 4 (128 blocks) by 2x (measured)."""
+    cost = {}
+    for s in range(1, NS + 1):
+        s = -(-NS // -(-NS // s))                        # whole stages per split: the splits it makes
+        cost[s] = -(-tiles * s // sms) / s
+    best = min(cost.values())
+    return min(s for s, c in cost.items() if c <= 1.05 * best)
+
+
+def _q8_keys(cfg) -> dict:
+    "The keys of a config that choose a launch (a full config from q8_gemm_config also has st_per)."
+    return {k: v for k, v in (cfg or {}).items() if k in ("BT", "STAGES", "splits")}
+
+
+def q8_gemm_part_bytes(M: int, N: int, K: int, epilogue: str | None = None, **cfg) -> int:
+    """Workspace bytes of the partial sums: splits x M x N f32 when the launch is split along K or
+    has an epilogue ("res": + a residual; "pair": a second weight, silu(x @ w.T) * (x @ w2.T)),
+    twice that for a pair; 0 for a plain launch in one piece."""
+    c = q8_gemm_config(M, N, K, **_q8_keys(cfg))
+    if c["splits"] == 1 and not epilogue:
+        return 0
+    return (2 if epilogue == "pair" else 1) * c["splits"] * M * N * 4
+
+
+def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
+                     part=None, stream=None, res=None, w2=None):
+    """A zero-argument callable launching version 6: y f32 [M, ldy] (columns [0, N)) = x f16 [M, K] @
+    dequant(w).T, w raw Q8_0 [N, K/32*34]. `cfg`: q8_gemm_config's keys (missing ones chosen);
+    `part`: q8_gemm_part_bytes of device scratch when the launch is split along K or has an epilogue:
+    `res` (f32 [M, N]) adds a residual, `w2` (Q8_0 like w) makes y = silu(x @ w.T) * (x @ w2.T). The
+    split's reduction does the epilogue, so the fused ops cost no extra kernel."""
+    M, N, K = int(M), int(N), int(K)
+    if K % 256:
+        raise ShapeError(f"the Q8_0 tensor-core GEMM needs K % 256 == 0, got K={K}")
+    c = q8_gemm_config(M, N, K, **_q8_keys(cfg))
+    defines = {k: c[k] for k in ("BT", "STAGES")}
+    f = _kernel90a("matmul_q8_wgmma.cu", "matmul_q8_0_wgmma", "PPPiiiii", defines)
+    smem = q8_gemm_smem(c)
+    set_smem(f, smem)
+    g, b = (math.ceil(M / c["BT"]), math.ceil(N / 128), c["splits"]), (256, 1, 1)
+    tail = (np.int32(M), np.int32(N), np.int32(K))
+    if c["splits"] == 1 and res is None and w2 is None:
+        args = (_p(x), _p(w), _p(y), *tail, np.int32(ldy or N), np.int32(c["st_per"]))
+        return lambda: f.prepared_async_call(g, b, stream, *args, shared_size=smem)
+    need = q8_gemm_part_bytes(M, N, K, "pair" if w2 is not None else "res" if res is not None else None, **c)
+    if part is None:
+        raise ShapeError(f"this launch (split {c['splits']} ways along K, or with an epilogue) needs part= "
+                         f"({need} bytes of scratch)")
+    red = _kernel90a("matmul_q8_wgmma.cu", "q8_splitk_reduce", "PPiiiiPi", defines)
+    pp = _p(part)
+    mains = [(_p(x), _p(w), pp, *tail, np.int32(N), np.int32(c["st_per"]))]
+    if w2 is not None:                      # the up projection's partial sums after the gate's
+        mains.append((_p(x), _p(w2), pp + c["splits"] * M * N * 4, *tail, np.int32(N), np.int32(c["st_per"])))
+    rargs = (pp, _p(y), np.int32(M), np.int32(N), np.int32(ldy or N), np.int32(c["splits"]),
+             _p(res) if res is not None else np.uintp(0), np.int32(w2 is not None))
+    rg = _grid1d(M * N)
+
+    def go():
+        for args in mains:
+            f.prepared_async_call(g, b, stream, *args, shared_size=smem)
+        red.prepared_async_call(rg, (256, 1, 1), stream, *rargs)
+    return go
+
+
+def q8_gemm(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
+            part=None, stream=None, res=None, w2=None):
+    "Launch version 6 once (see `q8_gemm_launcher`)."
+    q8_gemm_launcher(x, w, y, M, N, K, cfg, ldy, part, stream, res, w2)()
+
+# %% ../../notebooks/11_matmul.ipynb #22760a66
+QWEN3_8B_GEMM_SHAPES = [(4096, 4096), (4096, 1024), (4096, 12288), (12288, 4096)]   # (K, N): q/o, k/v, gate/up, down
+Q8_GEMM_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 512, 2048)
+
+
+def _graph_ms(launches, stream, reps: int) -> float:
+    "ms per launch of a list of launchers captured once into a CUDA graph and replayed."
+    g = CudaGraph(lambda: [go() for go in launches], stream)
+    return time_ms(g.replay, warmup=2, reps=reps, stream=stream) / len(launches)
+
+
+def bench_q8_gemm(shapes=QWEN3_8B_GEMM_SHAPES, batches=Q8_GEMM_BATCHES, reps: int = 10,
+                  configs=(), seed: int = 0) -> list[dict]:
+    """Every way to multiply M tokens by a Q8_0 weight, at each (K, N) and M: GEMV v3 (M <= 8),
+    version 6 (its chosen launch, plus `configs`: other BT/STAGES/splits), the slab path it replaces
+    (dequantize to fp16, then v5) and cuBLAS fp16 on fp16 weights (torch, captured the same way).
+    Each is timed as a CUDA graph of launches cycling through copies of the weights past the L2.
+    Rows: name, K, N, M, us, tflops, gbs (Q8_0 weight bytes / time; fp16 bytes for cuBLAS), err."""
+    import pycuda.driver as drv
+    import pycuda.gpuarray as ga
+    import torch
+    context()
+    stream = drv.Stream()
+    rng = np.random.default_rng(seed)
+    l2 = device_info()["l2_bytes"]
+    out = []
+    for K, N in shapes:
+        wbytes = N * K // QK8_0 * Q8_0_BYTES
+        ncopy = max(1, math.ceil(4 * l2 / wbytes))
+        raw_ = np.resize(gguf_quantize_rows(rng.standard_normal((min(N, 2048), K), dtype=np.float32)),
+                         (N, K // QK8_0 * Q8_0_BYTES))
+        w16_ = q8_0_unpack(raw_[:256], K)
+        w16_ = (w16_[0][..., None] * w16_[1]).reshape(256, K).astype(np.float16)
+        copies = [ga.to_gpu(raw_) for _ in range(ncopy)]
+        nl = max(20, ncopy)
+        for M in batches:
+            x = rng.standard_normal((M, K), dtype=np.float32)
+            xg, xh = ga.to_gpu(x), ga.to_gpu(x.astype(np.float16))
+            y = ga.empty((M, N), np.float32)
+            ref = matmul_ref(x.astype(np.float16), w16_)
+            runs = []                                       # (name, launcher factory)
+            if M <= 8:
+                xq, xd = ga.empty(M * K, np.int8), ga.empty(M * K // QK8_0, np.float32)
+                runs.append(("v3 GEMV", lambda w_: q8_0_gemv_launcher(w_, xg, y, N, K, M, "dp4a", stream,
+                                                                      xq=xq, xd=xd)))
+            if M >= 2:
+                for extra in ({}, *configs):
+                    c = q8_gemm_config(M, N, K, **extra)
+                    part = ga.empty(max(1, q8_gemm_part_bytes(M, N, K, **extra) // 4), np.float32)
+                    name = "v6" + (" BT{BT} s{STAGES} split{splits}".format(**c) if extra else "")
+                    runs.append((name, lambda w_, c=c, part=part: q8_gemm_launcher(xh, w_, y, M, N, K, c, part=part,
+                                                                                    stream=stream)))
+            if M > 8:
+                wh = ga.empty(q8_0_slab_rows(N, K) * K, np.float16)
+                runs.append(("slab: dequant + v5", lambda w_: lambda: q8_0_slab_gemm(xh, w_, y, M, N, K, wh, stream)))
+            for name, make in runs:
+                y.fill(np.float32(np.nan))
+                make(copies[0])()
+                err = relerr(y.get()[:, :256], ref)
+                ms = _graph_ms([make(copies[i % ncopy]) for i in range(nl)], stream, reps)
+                out.append(dict(name=name, K=K, N=N, M=M, us=1e3 * ms, tflops=2 * M * N * K / (ms * 1e-3) / 1e12,
+                                gbs=wbytes / (ms * 1e-3) / 1e9, err=err))
+            # cuBLAS fp16 on fp16 weights, in a torch CUDA graph
+            nt = max(1, math.ceil(4 * l2 / (2 * N * K)))
+            wt = [torch.randn(N, K, device="cuda", dtype=torch.float16) for _ in range(nt)]
+            xt = torch.randn(M, K, device="cuda", dtype=torch.float16)
+            yt = torch.empty(M, N, device="cuda", dtype=torch.float16)
+            for _ in range(2):
+                torch.matmul(xt, wt[0].T, out=yt)
+            tg = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(tg):
+                for i in range(nl):
+                    torch.matmul(xt, wt[i % nt].T, out=yt)
+            ms = torch_time_ms(tg.replay, reps=reps) / nl
+            out.append(dict(name="cuBLAS fp16 (torch)", K=K, N=N, M=M, us=1e3 * ms,
+                            tflops=2 * M * N * K / (ms * 1e-3) / 1e12, gbs=2 * N * K / (ms * 1e-3) / 1e9, err=0.0))
+            del wt, xt, yt, tg
+            torch.cuda.empty_cache()
+        del copies
+    return out
+
 # %% ../../notebooks/11_matmul.ipynb #4503930f
 from ..factory import OPS
-
-DEQUANT_SLAB_BYTES = 256 << 20     # fp16 bytes of dequantized weights per prefill slab
 
 
 def _w_info(w, w_dtype):
@@ -608,15 +811,18 @@ def _matmul_args(x, w, w_dtype):
     return T, N, K, kind(x), wk, (*xs[:-1], N)
 
 
-def _matmul_pieces(T: int, K: int, N: int, xk: str, wk: str) -> list[int]:
-    "Bytes of each scratch buffer the matmul op needs for this shape and these dtypes (in order)."
+def _matmul_pieces(T: int, K: int, N: int, xk: str, wk: str, epilogue: str | None = None) -> list[int]:
+    """Bytes of each scratch buffer the matmul op needs for this shape and these dtypes (in order);
+    `epilogue` ("res", "pair") for the fused ops, whose epilogue version 6 does in its reduction."""
     if xk == "I8":                                         # packed activations: quantized already
         return []
     if wk == "Q8_0":
-        if T <= 8:                                         # int8 activations and their scales
+        if _epilogue_in_gemv(wk, T, K):                    # int8 activations and their scales
             return [T * K, T * (K // QK8_0) * 4]
-        slab = max(128, DEQUANT_SLAB_BYTES // (2 * K) // 128 * 128)
-        return ([T * K * 2] if xk == "F32" else []) + [min(slab, N) * K * 2]
+        xh = [T * K * 2] if xk == "F32" else []          # fp16 activations
+        if q8_gemm_available(K, T):
+            return xh + [q8_gemm_part_bytes(T, N, K, epilogue)]   # v6: its partial sums, if any
+        return xh + [q8_0_slab_rows(N, K) * K * 2]
     if wk == "F32":
         return [T * K * 4] if xk == "F16" else []
     pieces = [T * K * 2] if (xk == "F32" or (xk == "F16" and wk == "BF16")) else []
@@ -626,10 +832,10 @@ def _matmul_pieces(T: int, K: int, N: int, xk: str, wk: str) -> list[int]:
     return pieces
 
 
-def _matmul_workspace(x, w, **attrs) -> int:
-    "Scratch the executor plans for a matmul node (x, w are graph nodes)."
+def _matmul_workspace(x, w, epilogue: str | None = None, **attrs) -> int:
+    "Scratch the executor plans for a matmul node (x, w are graph nodes; `epilogue` of a fused op)."
     T = int(np.prod(x.shape[:-1], dtype=np.int64)) if len(x.shape) > 1 else 1
-    return workspace_bytes(*_matmul_pieces(T, x.shape[-1], w.shape[0], x.dtype.name, w.dtype.name))
+    return workspace_bytes(*_matmul_pieces(T, x.shape[-1], w.shape[0], x.dtype.name, w.dtype.name, epilogue))
 
 # %% ../../notebooks/11_matmul.ipynb #6d6ca241
 @OPS.register("matmul", "cuda")
@@ -649,7 +855,7 @@ def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = No
 
 def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K: int, ws: Workspace,
                  stream=None, **epilogue):
-    "y [T, N] = x @ w.T at device addresses, scratch from `ws`; `epilogue` (res= / w2=) for the GEMV."
+    "y [T, N] = x @ w.T at device addresses, scratch from `ws`; `epilogue` (res= / w2=) for GEMV v3 and v6."
     if K == 0:
         _drv().memset_d32_async(yp, 0, T * N, stream)
         return
@@ -659,7 +865,7 @@ def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K:
         q8_0_gemv(wp, xp, yp, N, K, T, "dp4a", stream, xq=xp, xd=xp + T * K, quantize=False, **epilogue)
         return
     if wk == "Q8_0":
-        if T <= 8:                                         # GEMV v3 (its epilogue, if any)
+        if _epilogue_in_gemv(wk, T, K):                    # GEMV v3 (its epilogue, if any)
             q8_0_gemv(wp, xp, yp, N, K, T, "dp4a", stream, x_dtype=xk,
                       xq=ws.take(T * K), xd=ws.take(T * (K // QK8_0) * 4), **epilogue)
             return
@@ -667,13 +873,13 @@ def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K:
         if xk == "F32":
             xh = ws.take(T * K * 2)
             cast_raw("F32", "F16", xp, xh, T * K, stream)
-        slab = max(128, DEQUANT_SLAB_BYTES // (2 * K) // 128 * 128)
-        wh = ws.take(min(slab, N) * K * 2)
-        row_bytes = K // QK8_0 * Q8_0_BYTES
-        for n0 in range(0, N, slab):
-            r = min(slab, N - n0)
-            dequant_q8_0(wp + n0 * row_bytes, wh, r, K, stream)
-            gemm16(xh, wh, yp + 4 * n0, T, r, K, "F16", ldy=N, stream=stream)
+        if q8_gemm_available(K, T):                        # v6: Q8_0 straight into wgmma (its epilogue)
+            ep = "pair" if "w2" in epilogue else "res" if "res" in epilogue else None
+            q8_gemm(xh, wp, yp, T, N, K, part=ws.take(q8_gemm_part_bytes(T, N, K, ep)), stream=stream, **epilogue)
+        elif epilogue:
+            raise ShapeError("the slab path has no epilogue: call the matmul, then the op")
+        else:
+            q8_0_slab_gemm(xh, wp, yp, T, N, K, ws.take(q8_0_slab_rows(N, K) * K * 2), stream)
         return
     if wk == "F32":
         xf = xp
@@ -696,23 +902,30 @@ def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K:
     gemm16(xh, wp, yp, T, N, K, wk, stream=stream)
 
 # %% ../../notebooks/11_matmul.ipynb #401cc8ef
-def _epilogue_in_gemv(wk: str, T: int) -> bool:
-    "Whether the matmul of these weights and rows runs GEMV v3, whose epilogue can fuse the next op."
-    return wk == "Q8_0" and T <= 8
+def _epilogue_in_gemv(wk: str, T: int, K: int) -> bool:
+    """Whether the matmul of these weights and rows runs GEMV v3 (int8 activations; its epilogue
+    fuses): Q8_0 up to 8 rows, handing over to version 6 from Q8_GEMM_MIN_M rows where it runs."""
+    return wk == "Q8_0" and T <= 8 and (T < Q8_GEMM_MIN_M or not q8_gemm_available(K, T))
+
+
+def _epilogue_fused(wk: str, T: int, K: int) -> bool:
+    "Whether the matmul's own kernels do the next op: GEMV v3's epilogue, or version 6's reduction."
+    return wk == "Q8_0" and (_epilogue_in_gemv(wk, T, K) or q8_gemm_available(K, T))
 
 
 @OPS.register("matmul_add", "cuda")
-@with_workspace(lambda x, w, r, **a: _matmul_workspace(x, w))
+@with_workspace(lambda x, w, r, **a: _matmul_workspace(x, w, "res"))
 def matmul_add(x, w, r, out=None, stream=None, workspace=None, w_dtype: str | None = None):
     """r + x @ w.T: the residual add as the matmul's epilogue (r f32 [..., N]); equal to
-    add(r, matmul(x, w)). Q8_0 weights at T <= 8 run it in GEMV v3; the rest add after the matmul."""
+    add(r, matmul(x, w)). Q8_0 weights: GEMV v3's epilogue or v6's reduction; the rest
+    add after the matmul."""
     T, N, K, xk, wk, shape = _matmul_args(x, w, w_dtype)
     check(r, "r", shape=shape, kinds=("F32",))
     out = output(out, x, shape, "F32")
     if T == 0 or N == 0:
         return out
-    ws = Workspace(workspace, workspace_bytes(*_matmul_pieces(T, K, N, xk, wk)))
-    if _epilogue_in_gemv(wk, T) and K:
+    ws = Workspace(workspace, workspace_bytes(*_matmul_pieces(T, K, N, xk, wk, "res")))
+    if _epilogue_fused(wk, T, K) and K:
         _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, ws, stream, res=ptr(r, "r"))
     else:
         _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, ws, stream)
@@ -722,15 +935,16 @@ def matmul_add(x, w, r, out=None, stream=None, workspace=None, w_dtype: str | No
 # %% ../../notebooks/11_matmul.ipynb #91c4952e
 def _matmul_swiglu_workspace(x, wg, wu, **a) -> int:
     T = int(np.prod(x.shape[:-1], dtype=np.int64)) if len(x.shape) > 1 else 1
-    return workspace_bytes(T * wg.shape[0] * 4) + _matmul_workspace(x, wg)
+    return workspace_bytes(T * wg.shape[0] * 4) + _matmul_workspace(x, wg, "pair")
 
 
 @OPS.register("matmul_swiglu", "cuda")
 @with_workspace(_matmul_swiglu_workspace)
 def matmul_swiglu(x, wg, wu, out=None, stream=None, workspace=None, w_dtype: str | None = None):
     """silu(x @ wg.T) * (x @ wu.T): gate, up and SwiGLU in one op (wg, wu of one shape and dtype);
-    equal to swiglu(matmul(x, wg), matmul(x, wu)). Q8_0 weights at T <= 8: one GEMV v3 launch that
-    streams the gate and up rows together; the rest: two matmuls and the swiglu kernel."""
+    equal to swiglu(matmul(x, wg), matmul(x, wu)). Q8_0 weights in GEMV v3's regime: one launch that
+    streams the gate and up rows together; in v6's: the SwiGLU in its reduction; the rest: two
+    matmuls and the swiglu kernel."""
     T, N, K, xk, wk, shape = _matmul_args(x, wg, w_dtype)
     wk2, N2, K2 = _w_info(wu, w_dtype)
     if (wk2, N2, K2) != (wk, N, K):
@@ -738,9 +952,9 @@ def matmul_swiglu(x, wg, wu, out=None, stream=None, workspace=None, w_dtype: str
     out = output(out, x, shape, "F32")
     if T == 0 or N == 0:
         return out
-    ws = Workspace(workspace, workspace_bytes(T * N * 4, *_matmul_pieces(T, K, N, xk, wk)))
+    ws = Workspace(workspace, workspace_bytes(T * N * 4, *_matmul_pieces(T, K, N, xk, wk, "pair")))
     xp, yp = ptr(x, "x"), ptr(out, "out")
-    if _epilogue_in_gemv(wk, T) and K:
+    if _epilogue_fused(wk, T, K) and K:
         _matmul_into(xp, xk, ptr(wg, "wg"), wk, yp, T, N, K, ws, stream, w2=ptr(wu, "wu"))
         return out
     up = ws.take(T * N * 4)
@@ -778,7 +992,7 @@ def rmsnorm_q8(x, w, out=None, stream=None, eps: float = 1e-6):
 
 @OPS.register("matmul_q8", "cuda")
 def matmul_q8(x, w, out=None, stream=None, w_dtype: str | None = None):
-    "matmul of packed int8 activations (`rmsnorm_q8`, I8 [T, K + K/8]) and Q8_0 w [N, K], T <= 8: y f32 [T, N]."
+    "matmul of packed int8 activations (`rmsnorm_q8`, I8 [T, K + K/8]) and Q8_0 w [N, K], T <= 8 (GEMV v3): y f32 [T, N]."
     T, N, K, xk, wk, shape = _matmul_args(x, w, w_dtype)
     if xk != "I8":
         raise ShapeError(f"matmul_q8 takes packed I8 activations, got {xk}; use matmul")

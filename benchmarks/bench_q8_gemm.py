@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Chapter 11's Q8_0 matmuls side by side on Qwen3-8B's shapes: GEMV v3, version 6 (Q8_0 into wgmma),
+the slab path (dequantize + v5) and cuBLAS fp16 (torch), microseconds per call from CUDA graphs.
+
+    python benchmarks/bench_q8_gemm.py                  # the chapter's table
+    python benchmarks/bench_q8_gemm.py --sweep          # + version 6's other tiles and K splits
+    python benchmarks/bench_q8_gemm.py --batches 16 32 --json out.json
+Needs an NVIDIA H100/H200 (sm_90), PyCUDA and torch.
+"""
+import argparse
+import json
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+
+def sweep_configs(M):
+    "Version 6 launches to try besides the chosen one: both tiles, K split 1..16, the other stage counts."
+    from tffedu.ops import cuda_matmul as cm
+    out = [dict(BT=b, splits=s) for b in (16, 32, 64) for s in (1, 2, 4, 8, 16)]
+    return out + [dict(c, splits=s) for c in cm.Q8_GEMM_CONFIGS if c["STAGES"] != cm.Q8_GEMM_STAGES[c["BT"]]
+                  for s in (4, 8)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--batches", type=int, nargs="*")
+    ap.add_argument("--json")
+    ap.add_argument("--small", action="store_true", help="also Qwen3-0.6B's FFN shapes")
+    a = ap.parse_args()
+    from tffedu.ops import cuda_matmul as cm
+    batches = tuple(a.batches or cm.Q8_GEMM_BATCHES)
+    global SHAPES
+    SHAPES = cm.QWEN3_8B_GEMM_SHAPES + ([(1024, 3072), (3072, 1024)] if a.small else [])
+    rows = []
+    for M in batches:     # configs per M: only the tiles that are not much wider than M
+        cfgs = sweep_configs(M) if a.sweep and 1 < M <= 128 else ()
+        rows += cm.bench_q8_gemm(batches=(M,), configs=cfgs, reps=5, shapes=SHAPES)
+    key = lambda r: (r["K"], r["N"], r["M"], r["us"])
+    for (K, N, M) in sorted({(r["K"], r["N"], r["M"]) for r in rows}):
+        rs = sorted((r for r in rows if (r["K"], r["N"], r["M"]) == (K, N, M)), key=key)
+        best = rs[0]
+        print(f"{K:5d}->{N:<6d} M={M:5d}  " + "  ".join(
+            f"{r['name']}: {r['us']:.1f}us {r['gbs']:.0f}GB/s {r['tflops']:.0f}TF" for r in rs[:6]) +
+            f"   (best {best['name']})")
+        bad = [r for r in rs if r["err"] > 1e-5 and r["name"].startswith("v6")]
+        if bad:
+            print("   !! error", [(r["name"], r["err"]) for r in bad])
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+// Chapter 11, version 6: Q8_0 weights on the tensor cores.  y[M,N] (fp32) = x[M,K] (fp16) @ w[N,K]^T,
+// w in GGUF's Q8_0 blocks (34 bytes: fp16 scale d, 32 int8 quants q; weight = d * q).
+//
+// Version 5 needs fp16 weights: the matmul op used to dequantize Q8_0 into an fp16 slab in global
+// memory and run v5 on it, which writes and reads the weights twice more than it needs to.  Here the
+// raw blocks travel (cp.async) into a ring of shared-memory stages, and each thread dequantizes its
+// part of the weight tile straight into the registers wgmma reads its A operand from:
+//   * the roles are swapped against v5: the 128 weight rows of a tile are wgmma's A operand (one m64
+//     per warpgroup, from registers) and the BT tokens are its B operand (n = BT = 16, 32, 64, from
+//     shared memory).  So the tensor work is proportional to the tokens;
+//   * a stage is 256 k: per weight row 8 Q8_0 blocks = 272 bytes, 16-byte aligned when K % 256 == 0,
+//     so the raw copies are 16-byte cp.async of long pieces of each row;
+//   * dequantization is exact and cheap: an int8 pair is biased to bytes, placed under the exponent
+//     of 1024.0 (0x64XX = 1024 + byte), 1152 is subtracted (= q, exact), and one fp16 multiply by d
+//     rounds d * q once: the same fp16 weights as the old slab's __float2half_rn(d * q);
+//   * no converted tile in shared memory means no proxy fence and no barrier per 64-k tile: one of
+//     each per stage (the token tiles arrive by cp.async, the generic proxy; wgmma reads them through
+//     the async proxy).  A first version wrote the fp16 tile to shared memory and fenced every 64 k,
+//     and moved under 1 TB/s whatever the copy size (one bulk copy per row, TMA, was slower still
+//     than 16-byte cp.async: half the speed);
+//   * split-K over gridDim.z for the small grids of few tokens (each split writes its partial sums to
+//     its own slice of y, a workspace then; `q8_splitk_reduce` adds them in a fixed order).
+// Needs sm_90a.  K % 256 == 0, x 16-byte aligned; M, N any.
+#include "wgmma.cuh"
+
+#ifndef BT
+#define BT 16            // tokens per block tile: wgmma's n (16, 32 or 64)
+#endif
+#ifndef STAGES
+#define STAGES 4         // stages (256 k of raw weights and tokens) in the ring
+#endif
+#define BW 128           // weight rows per block tile: 2 warpgroups x m64
+#define BK 64            // k per token tile: one 128-byte swizzled row of halves
+#define SUB 4            // token tiles (and 64-k wgmma batches) per stage
+#define NTHREADS 256
+#define CPR (BK / 8)     // 16-byte chunks per row of a token tile
+#define QK 32
+#define QBYTES 34
+#define RAW_ROW (SUB * BK / QK * QBYTES)    // 272 bytes of raw blocks per weight row and stage
+#define RAW_CHUNKS (RAW_ROW / 16)           // 17 cp.async of 16 bytes
+#define RAW_STAGE (BW * RAW_ROW)
+#define X_SUB (BT * BK)                     // halves of one token tile
+static_assert(BT == 16 || BT == 32 || BT == 64, "BT is 16, 32 or 64");
+static_assert(STAGES >= 3, "STAGES >= 3");
+
+// tokens [m0, m0+BT) x stage st of x [M, K] -> SUB swizzled token tiles (zero rows past M)
+__device__ __forceinline__ void load_x(__half* dst, const __half* __restrict__ x, int m0, int M, int K, int st) {
+    for (int e = threadIdx.x; e < SUB * BT * CPR; e += NTHREADS) {
+        const int sub = e / (BT * CPR), r = (e / CPR) % BT, c = e % CPR, gm = m0 + r;
+        const bool ok = gm < M;
+        const __half* g = ok ? x + (size_t)gm * K + (st * SUB + sub) * BK + c * 8 : x;
+        cp_async16(smem_u32(dst + sub * X_SUB + r * BK + ((c ^ (r & 7)) * 8)), g, ok ? 16 : 0);
+    }
+}
+
+// weight rows [n0, n0+BW) x stage st, raw Q8_0 bytes -> staging tile (zeros past N: d = 0, q = 0)
+__device__ __forceinline__ void load_w(unsigned char* dst, const unsigned char* __restrict__ w, int n0, int N,
+                                       size_t row_bytes, int st) {
+    for (int e = threadIdx.x; e < BW * RAW_CHUNKS; e += NTHREADS) {
+        const int r = e / RAW_CHUNKS, c = e % RAW_CHUNKS, gn = n0 + r;
+        const bool ok = gn < N;
+        const unsigned char* g = ok ? w + (size_t)gn * row_bytes + (size_t)st * RAW_ROW + c * 16 : w;
+        cp_async16(smem_u32(dst + r * RAW_ROW + c * 16), g, ok ? 16 : 0);
+    }
+}
+
+// two int8 quants (2 bytes at p) times the scale pair d2 -> an fp16 pair, exactly fp16(d * q)
+__device__ __forceinline__ uint32_t dequant2(const unsigned char* p, __half2 d2) {
+    const uint32_t b = *reinterpret_cast<const uint16_t*>(p) ^ 0x8080u;          // int8 -> biased byte
+    uint32_t h = __byte_perm(b, 0x64646464u, 0x4140);                               // 1024 + byte, twice
+    __half2 v = __hmul2(__hsub2(*reinterpret_cast<__half2*>(&h), __float2half2_rn(1152.f)), d2);
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// this thread's A fragments of 64-k tile `sub` of a stage: rows r and r+8 of its warp's 16, four
+// k16 slices; a[4j + 0..3] = (row r, k 16j+2t..+1), (row r+8, same), (row r, +8), (row r+8, +8)
+__device__ __forceinline__ void dequant_a(uint32_t* a, const unsigned char* raw, int r, int t, int sub) {
+    const unsigned char* ra = raw + r * RAW_ROW;
+    const unsigned char* rb = ra + 8 * RAW_ROW;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {                          // the two Q8_0 blocks of the 64-k tile
+        const int b = (sub * 2 + h) * QBYTES;
+        const __half2 da = __half2half2(*reinterpret_cast<const __half*>(ra + b));
+        const __half2 db = __half2half2(*reinterpret_cast<const __half*>(rb + b));
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {                   // k16 slice j = 2h + jj
+            const int q = b + 2 + 16 * jj + 2 * t, j = 2 * h + jj;
+            a[4 * j + 0] = dequant2(ra + q, da);
+            a[4 * j + 1] = dequant2(rb + q, db);
+            a[4 * j + 2] = dequant2(ra + q + 8, da);
+            a[4 * j + 3] = dequant2(rb + q + 8, db);
+        }
+    }
+}
+
+// grid (ceil(M/BT), ceil(N/BW), splits): blocks of one weight tile are neighbours (they share it in
+// L2).  Split z covers stages [z*st_per, min(K/256, (z+1)*st_per)) and writes y + z*M*ldy.
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict__ w, float* __restrict__ y,
+                  int M, int N, int K, int ldy, int st_per)
+{
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    __half* sx = reinterpret_cast<__half*>(base);                       // [STAGES][SUB][BT][BK] tokens
+    unsigned char* sr = reinterpret_cast<unsigned char*>(sx + STAGES * SUB * X_SUB);   // [STAGES][RAW_STAGE]
+    const int tid = threadIdx.x, wg = tid >> 7, wid = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3, row = wg * 64 + wid * 16 + g;   // this thread's A rows: row, row + 8
+    const int m0 = blockIdx.x * BT, n0 = blockIdx.y * BW;
+    const int st0 = blockIdx.z * st_per, NS = min(K / (SUB * BK) - st0, st_per);   // this split's stages
+    const size_t row_bytes = (size_t)(K / QK) * QBYTES;
+    y += (size_t)blockIdx.z * M * ldy;
+
+    float acc[BT / 2];
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) acc[i] = 0.f;
+    uint32_t a[2][16];                                    // A fragments, double-buffered (wgmma reads them async)
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 2; ++s) {                // stages 0 .. STAGES-3 in flight
+        if (s < NS) {
+            load_x(sx + s * SUB * X_SUB, x, m0, M, K, st0 + s);
+            load_w(sr + s * RAW_STAGE, w, n0, N, row_bytes, st0 + s);
+        }
+        cp_async_commit();
+    }
+    for (int s = 0; s < NS; ++s) {
+        cp_async_wait<STAGES - 3>();                      // stage s landed (this thread's part)
+        fence_proxy_async();                              // its token tiles -> the async proxy
+        __syncthreads();                                  // everyone's; batches of stage s-2 are done
+        const int ns = s + STAGES - 2;                    // refill the slot of stage s - 2
+        if (ns < NS) {
+            load_x(sx + (ns % STAGES) * SUB * X_SUB, x, m0, M, K, st0 + ns);
+            load_w(sr + (ns % STAGES) * RAW_STAGE, w, n0, N, row_bytes, st0 + ns);
+        }
+        cp_async_commit();
+        const unsigned char* raw = sr + (s % STAGES) * RAW_STAGE;
+        const __half* xs = sx + (s % STAGES) * SUB * X_SUB;
+#pragma unroll
+        for (int sub = 0; sub < SUB; ++sub) {
+            uint32_t* af = a[sub & 1];                    // its last reader, batch sub-2, is done
+            dequant_a(af, raw, row, t, sub);
+            const uint64_t db = make_desc(xs + sub * X_SUB);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; ++kk) WgmmaRA<BT>::run(acc, af + 4 * kk, db + 2 * kk);
+            wgmma_commit();
+            if (sub < SUB - 1) wgmma_wait<1>();
+        }
+        wgmma_wait<0>();          // nothing in flight across the stage loop: else ptxas serializes every wgmma
+    }
+    wgmma_wait<0>();
+    cp_async_wait<0>();
+#pragma unroll
+    for (int i = 0; i < BT / 2; ++i) fence_reg(acc[i]);
+
+    // accumulator of m64nBTk16: warp wid of the warpgroup holds weight rows 16*wid + g and + 8; n8
+    // chunk j: acc[4j], acc[4j+1] -> (row g, tokens 8j+2t, +1), acc[4j+2], acc[4j+3] -> (row g+8, ...)
+#pragma unroll
+    for (int j = 0; j < BT / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int n = n0 + row + 8 * h;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int m = m0 + 8 * j + 2 * t + e;
+                if (n < N && m < M) y[(size_t)m * ldy + n] = acc[4 * j + 2 * h + e];
+            }
+        }
+    }
+}
+
+// y[M, ldy] (columns [0, N)) = the sum over s of part[s][M][N], in the order s = 0, 1, ..., and the
+// epilogue of the fused ops: pair (part holds the up projection's partial sums after the gate's):
+// y = silu(gate) * up; res (f32 [M, N]): y += res.  Equal to matmul, then swiglu / add, bit for bit.
+__device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
+
+extern "C" __global__ void q8_splitk_reduce(const float* __restrict__ part, float* __restrict__ y, int M, int N,
+                                            int ldy, int splits, const float* __restrict__ res, int pair)
+{
+    const long long total = (long long)M * N;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        float s = 0.f;
+        for (int z = 0; z < splits; ++z) s += part[(size_t)z * total + i];
+        if (pair) {
+            float u = 0.f;
+            for (int z = 0; z < splits; ++z) u += part[(size_t)(splits + z) * total + i];
+            s = silu(s) * u;
+        }
+        if (res) s = s + res[i];
+        const long long m = i / N;
+        y[m * ldy + (i - m * N)] = s;
+    }
+}
