@@ -40,7 +40,7 @@ def test_paged_logits_equal_contiguous_and_hf(model, page_size):
                  num_pages=-(-len(ids) // page_size) * len(ids))
     for L in range(1, len(ids) + 1):
         eng.add(ids[:L], max_new_tokens=1)
-    step = eng._admit()
+    step = eng._schedule()
     assert len(step.reqs) == len(ids)               # one prefill step of 23 sequences
     paged = eng._forward(step, logits=True)[1]
     assert rel_err(paged, tffedu.model.Model.logits(model, ids)) < 1e-5   # the contiguous cache
@@ -156,3 +156,154 @@ def test_smollm2_batch_equals_generate():
     assert [o.tokens for o in outs] == [a.tokens for a in alone]
     pieces = list(m.stream(prompts[2], max_new_tokens=10))
     assert "".join(pieces) == alone[2].text
+
+
+# --- chunked prefill and mixed steps ---------------------------------------------------------
+
+def test_chunked_prefill_equals_one_step(model):
+    """A prompt longer than the budget is prefilled in ceil(n / budget) chunks (chunks cross page
+    boundaries), gives no token before its last chunk, and then the same greedy tokens as one
+    prefill step and as chapter 08's loop."""
+    prompt = prompts_of(model, 1, np.random.default_rng(10), 101, 102)[0]
+    ref = contiguous(model, prompt, max_new_tokens=8, ignore_eos=True).tokens
+    one = Engine(model, page_size=8, token_budget=4096)
+    r1 = one.add(prompt, max_new_tokens=8, ignore_eos=True)
+    one.run()
+    assert r1.tokens == ref and r1.n_chunks == 1
+    for budget in (1, 13, 50, 100):
+        eng = Engine(model, page_size=8, token_budget=budget)
+        req = eng.add(prompt, max_new_tokens=8, ignore_eos=True)
+        n_steps = -(-len(prompt) // budget)
+        for _ in range(n_steps - 1):
+            assert eng.step() == [] and req.tokens == []      # mid-prompt chunks sample nothing
+        assert [r for r, _ in eng.step()] == [req]             # the last chunk gives the first token
+        eng.run()
+        chunks = [c for kind, _, (c,) in eng.history if kind == "prefill"]
+        assert chunks == [budget] * (n_steps - 1) + [len(prompt) - budget * (n_steps - 1)]
+        assert req.n_chunks == n_steps == eng.stats["prefill_chunks"]
+        assert eng.stats["prefill_tokens"] == len(prompt) and eng.stats["decode_tokens"] == 7
+        assert req.tokens == ref, budget
+        assert eng.cache.n_free_pages == eng.cache.num_pages
+
+
+def test_long_prompt_does_not_stall_decoders(model):
+    "A long prompt arriving while two requests decode: every step keeps their decode rows."
+    rng = np.random.default_rng(11)
+    short = prompts_of(model, 2, rng, 5, 9)
+    long = prompts_of(model, 1, rng, 150, 151)[0]
+    eng = Engine(model, token_budget=20)
+    a, b = (eng.add(p, max_new_tokens=16, ignore_eos=True) for p in short)
+    eng.step()
+    assert len(a.tokens) == len(b.tokens) == 1
+    c = eng.add(long, max_new_tokens=5, ignore_eos=True)
+    start = len(eng.history)
+    eng.run()
+    prefill_steps = [h for h in eng.history[start:] if c.rid in h[1] and h[2][h[1].index(c.rid)] > 1]
+    assert len(prefill_steps) == -(-len(long) // 18)                # 20 - 2 decode rows
+    for kind, rids, chunks in prefill_steps:
+        assert kind == "mixed" and rids[:2] == [a.rid, b.rid] and chunks[:2] == [1, 1]
+        assert sum(chunks) <= 20
+    assert eng.stats["mixed_steps"] == len(prefill_steps)
+    for r, p, n in ((a, short[0], 16), (b, short[1], 16), (c, long, 5)):
+        assert r.tokens == contiguous(model, p, max_new_tokens=n, ignore_eos=True).tokens
+
+
+def test_mixed_steps_schedule(model):
+    """The schedule itself, worked by hand: a 10-token and a 3-token prompt, 2 tokens each, 4 tokens
+    a step (decode rows first, then the oldest unfinished prompt)."""
+    rng = np.random.default_rng(12)
+    eng = Engine(model, token_budget=4, prefix_caching=False)
+    for n in (10, 3):
+        eng.add(prompts_of(model, 1, rng, n, n + 1)[0], max_new_tokens=2, ignore_eos=True)
+    eng.run()
+    assert eng.history == [("prefill", [0], [4]), ("prefill", [0], [4]),
+                           ("prefill", [0, 1], [2, 2]), ("mixed", [0, 1], [1, 1]),
+                           ("decode", [1], [1])]
+
+
+def test_mixed_steps_with_prefix_caching_and_sampling(model):
+    """Requests arriving while others decode, sharing a long prefix, greedy and seeded sampling
+    mixed, in chunks of 11 tokens: each gets what it gets alone."""
+    rng = np.random.default_rng(13)
+    base = prompts_of(model, 1, rng, 45, 46)[0]
+    prompts = [base + p for p in prompts_of(model, 5, rng, 2, 30)] + prompts_of(model, 2, rng, 20, 60)
+    kws = [dict(max_new_tokens=9), dict(max_new_tokens=6, temperature=0.8, top_k=40, seed=7),
+           dict(max_new_tokens=12), dict(max_new_tokens=5, temperature=1.2, top_p=0.9, seed=8),
+           dict(max_new_tokens=3, temperature=0.7, seed=9), dict(max_new_tokens=10),
+           dict(max_new_tokens=7, temperature=1.0, seed=10)]
+    alone = [contiguous(model, p, ignore_eos=True, **kw).tokens for p, kw in zip(prompts, kws)]
+    for caching in (False, True):
+        eng = Engine(model, page_size=4, max_batch=4, token_budget=11, prefix_caching=caching)
+        reqs = []
+        for p, kw in zip(prompts, kws):              # one new request every other step
+            kw = dict(kw)
+            params = tffedu.engine._sampling(**{k: v for k, v in kw.items() if k != "max_new_tokens"})
+            reqs.append(eng.add(p, params, kw["max_new_tokens"], ignore_eos=True))
+            eng.step()
+            eng.step()
+        eng.run()
+        assert [r.tokens for r in reqs] == alone, caching
+        assert eng.stats["mixed_steps"] > 0 and eng.stats["prefill_chunks"] > len(prompts)
+        assert (eng.stats["cached_tokens"] > 0) == caching
+        assert eng.cache.n_free_pages == eng.cache.num_pages
+
+
+def test_preemption_of_partial_prefills(model):
+    """Pages run out while a prompt is half prefilled: a decoding request needs a page, the newest
+    one (the prompt) is preempted and restarts later; the tokens stay the same."""
+    rng = np.random.default_rng(14)
+    short, long = prompts_of(model, 1, rng, 6, 7)[0], prompts_of(model, 1, rng, 60, 61)[0]
+    alone = [contiguous(model, p, max_new_tokens=n, ignore_eos=True).tokens
+             for p, n in ((short, 40), (long, 5))]
+    for caching in (False, True):
+        # 18 pages of 4: the short one's 2 + the long one's 15, one left; decoding needs more
+        eng = Engine(model, page_size=4, num_pages=18, token_budget=8, prefix_caching=caching)
+        partial, preempt = [], eng._preempt
+
+        def spy(victim):
+            partial.append((victim.rid, eng._prefilling(victim), eng.cache.n_computed(victim.rid)))
+            preempt(victim)
+        eng._preempt = spy
+        reqs = [eng.add(short, max_new_tokens=40, ignore_eos=True),
+                eng.add(long, max_new_tokens=5, ignore_eos=True)]
+        eng.run()
+        assert partial and all(rid == 1 and pre and 0 < n < 60 for rid, pre, n in partial), partial
+        assert [r.tokens for r in reqs] == alone
+        assert eng.stats["preempted"] == len(partial)
+        assert eng.cache.n_free_pages == eng.cache.num_pages
+
+
+def test_generate_of_a_long_prompt_is_chunked(model):
+    "generate and generate_batch go through the same chunks: the engine's budget, not one step."
+    rng = np.random.default_rng(15)
+    prompts = prompts_of(model, 3, rng, 60, 120)
+    alone = [contiguous(model, p, max_new_tokens=6).tokens for p in prompts]
+    eng = engine_of(model, token_budget=32)
+    assert [model.generate(p, max_new_tokens=6).tokens for p in prompts] == alone
+    assert [o.tokens for o in model.generate_batch(prompts, max_new_tokens=6)] == alone
+    assert eng.stats["prefill_chunks"] > 2 * len(prompts)
+    engine_of(model, token_budget=512)                  # the default again for the other tests
+
+
+def test_measure_decode_times_the_whole_batch(model, monkeypatch):
+    "measure_decode prefills everything first, then every step decodes all batch_size together."
+    made = []
+
+    class Recording(Engine):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
+    monkeypatch.setattr(tffedu.engine, "Engine", Recording)
+    prompts = prompts_of(model, 3, np.random.default_rng(16), 80, 100)   # 8 x ~90 > 512 tokens
+    rate = tffedu.engine.measure_decode(model, prompts, 8, new_tokens=5)
+    assert rate > 0
+    (eng,) = made
+    kinds = [(kind, len(rids)) for kind, rids, _ in eng.history]
+    assert kinds == [("prefill", 8)] + [("decode", 8)] * 4
+    assert eng.stats["decode_tokens"] == 8 * 4
+
+
+def test_token_budget_is_checked(model):
+    for bad in (0, -3, True, 2.0, "64"):
+        with pytest.raises(EngineError, match="token_budget"):
+            Engine(model, token_budget=bad)

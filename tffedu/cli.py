@@ -172,8 +172,8 @@ def bench(model, p: int = 512, n: int = 128, depth: int = 0, reps: int = 3,
     from .engine import Engine
     V = model.config.vocab_size
     rng = np.random.default_rng(0)
-    eng = Engine(model, max_batch=1, token_budget=max(p, 1), prefix_caching=False,
-                 cuda_graphs=cuda_graphs)
+    eng = Engine(model, max_batch=1, token_budget=max(p, depth + 1), prefix_caching=False,
+                 cuda_graphs=cuda_graphs)          # each prompt in one step: no chunked prefill
 
     def prefill(n_tok):   # seconds of one prefill step of n_tok fresh random tokens
         req = eng.add(rng.integers(0, V, n_tok).tolist(), max_new_tokens=1, ignore_eos=True)
@@ -185,7 +185,8 @@ def bench(model, p: int = 512, n: int = 128, depth: int = 0, reps: int = 3,
 
     def decode():         # seconds of n decode steps at `depth` tokens of context
         req = eng.add(rng.integers(0, V, depth + 1).tolist(), max_new_tokens=n + 1, ignore_eos=True)
-        eng.step()                                     # the prefill gives the first token
+        while not req.tokens:
+            eng.step()                                 # the prefill gives the first token
         t0 = time.perf_counter()
         while not req.done:
             eng.step()

@@ -29,9 +29,9 @@ __all__ = ['MAX_CACHE_TOKENS', 'Request', 'Step', 'Engine', 'engine_of', 'measur
            'load']
 
 # %% ../notebooks/14a_engine.ipynb #f020a385
-@dataclass
+@dataclass(eq=False)
 class Request:
-    "One sequence in the engine."
+    "One sequence in the engine (compared by identity: `req in engine.running`)."
     rid: int
     prompt: list[int]
     params: SamplingParams
@@ -40,6 +40,7 @@ class Request:
     ignore_eos: bool = False
     tokens: list[int] = field(default_factory=list)   # generated so far
     n_cached: int = 0                                 # prompt tokens the prefix cache supplied
+    n_chunks: int = 0                                 # prefill chunks its prompt took (1: one step)
     finish_reason: str | None = None                  # "eos" | "length" | "stop" | "cancelled"
     rng: np.random.Generator | None = None
     t_add: float = 0.0                                # when it was added, got its first token, ended
@@ -57,22 +58,43 @@ class Request:
 
 @dataclass
 class Step:
-    "One forward pass: chunks[i] new tokens of reqs[i], starting at position starts[i]."
-    reqs: list[Request]
-    starts: list[int]
-    chunks: list[int]
-    kind: str                                         # "prefill" or "decode"
+    """One forward pass: chunks[i] new tokens of reqs[i], starting at position starts[i]. The first
+    n_decode rows decode (one token of a running sequence); the rest are prefill chunks."""
+    reqs: list[Request] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    chunks: list[int] = field(default_factory=list)
+    n_decode: int = 0
+
+    def add(self, req: Request, start: int, n: int) -> None:
+        self.reqs.append(req)
+        self.starts.append(start)
+        self.chunks.append(n)
+
+    @property
+    def kind(self) -> str:
+        "'decode' (every row decodes), 'prefill' (every row is a prompt chunk) or 'mixed'."
+        return ("decode" if self.n_decode == len(self.reqs) else
+                "prefill" if self.n_decode == 0 else "mixed")
+
+    @property
+    def samples(self) -> list[bool]:
+        "Which rows reach the end of their sequence, so that a token is sampled from them."
+        return [s + n == len(r.seq) for r, s, n in zip(self.reqs, self.starts, self.chunks)]
 
 # %% ../notebooks/14a_engine.ipynb #71841552
 MAX_CACHE_TOKENS = 1 << 24   # pages x page size: 16M tokens, far past any GPU's memory for K/V
 
 
 class Engine:
-    """Continuous batching over a paged KV cache for one model.
+    """Continuous batching over a paged KV cache for one model, with chunked prefill.
 
     eng = Engine(model, page_size=32, max_batch=16, token_budget=512)
     req = eng.add(prompt_ids, SamplingParams(...), max_new_tokens=64)
     while eng.busy: eng.step()          # -> [(request, new token), ...] per step
+
+    A step computes one token of every running sequence, then prompt chunks in what is left of
+    `token_budget` tokens: a prompt longer than that is prefilled over several steps, while the
+    others keep decoding. At most `max_batch` sequences are admitted at a time.
 
     Safe to share between threads: each step runs under the engine's lock, and requests added by
     any thread join the next step (they are batched together with everyone else's).
@@ -97,11 +119,12 @@ class Engine:
                              dtype=None, prefix_caching=prefix_caching)
         self.runner = ModelRunner(model, self.cache, max_graphs=max_graphs, cuda_graphs=cuda_graphs)
         self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
+        self.running: list[Request] = []           # admitted (still prefilling, or decoding), oldest first
         self.history: list[tuple[str, list[int], list[int]]] = []  # (kind, rids, chunks) per step
         self._next_rid = 0
         self.lock = threading.RLock()
-        self.stats = dict(steps=0, prefill_tokens=0, cached_tokens=0, decode_tokens=0, preempted=0)
+        self.stats = dict(steps=0, prefill_tokens=0, prefill_chunks=0, cached_tokens=0,
+                          decode_tokens=0, mixed_steps=0, preempted=0)
 
     @property
     def busy(self) -> bool:
@@ -173,39 +196,22 @@ Engine.check = _check
 Engine.add = _add
 Engine.cancel = _cancel
 
-# %% ../notebooks/14a_engine.ipynb #bbd01c28
-def _admit(self) -> Step | None:
-    step, budget = Step([], [], [], "prefill"), self.token_budget
-    while self.waiting and len(self.running) + len(step.reqs) < self.max_batch:
-        req = self.waiting[0]
-        seq = req.seq   # a preempted request comes back with what it generated so far
-        if self.cache.admit_cost(seq) > self.cache.n_free_pages:
-            break                                          # wait until pages are freed
-        n_new = len(seq) - self.cache.cached_prefix(seq)
-        if step.reqs and n_new > budget:
-            break                                          # next step (a long prompt runs alone)
-        self.waiting.popleft()
-        req.n_cached = self.cache.admit(req.rid, seq)
-        step.reqs.append(req)
-        step.starts.append(req.n_cached)
-        step.chunks.append(len(seq) - req.n_cached)
-        budget -= step.chunks[-1]
-    self.running += step.reqs
-    return step if step.reqs else None
+# %% ../notebooks/14a_engine.ipynb #c1a0d002
+def _prefilling(self, req: Request) -> bool:
+    "Admitted, but tokens of its sequence in the cache are not computed yet: its prompt is in chunks."
+    return self.cache.n_computed(req.rid) < self.cache.seq_len(req.rid)
 
 
-def _decode(self) -> Step | None:
-    step, queue = Step([], [], [], "decode"), list(self.running)   # oldest first
-    while queue:
-        req = queue.pop(0)
+def _schedule_decodes(self, step: Step) -> None:
+    "A row of one token for every running sequence that is fully prefilled, oldest first."
+    for req in [r for r in self.running if not self._prefilling(r)]:
         while req in self.running and self.cache.extend_cost(req.rid) > self.cache.n_free_pages:
-            self._preempt(queue.pop() if queue else req)   # the newest not yet scheduled
+            others = [r for r in self.running if r is not req and r not in step.reqs]
+            self._preempt(others[-1] if others else req)   # the newest not yet scheduled
         if req in self.running:
-            self.cache.extend(req.rid, [req.tokens[-1]])
-            step.reqs.append(req)
-            step.starts.append(len(req.seq) - 1)
-            step.chunks.append(1)
-    return step if step.reqs else None
+            self.cache.extend(req.rid, [req.tokens[-1]])   # the token it sampled last step
+            step.add(req, len(req.seq) - 1, 1)
+    step.n_decode = len(step.reqs)
 
 
 def _preempt(self, victim: Request) -> None:
@@ -216,17 +222,51 @@ def _preempt(self, victim: Request) -> None:
     self.stats["preempted"] += 1
 
 
-Engine._admit = _admit
-Engine._decode = _decode
+Engine._prefilling = _prefilling
+Engine._schedule_decodes = _schedule_decodes
 Engine._preempt = _preempt
+
+# %% ../notebooks/14a_engine.ipynb #c1a0d004
+def _schedule_prefills(self, step: Step) -> None:
+    "Fill what is left of the token budget with prompt chunks: started prompts first, then new ones."
+    budget = self.token_budget - step.n_decode
+    for req in [r for r in self.running if r not in step.reqs]:    # the decode rows took the rest
+        if budget <= 0:
+            return
+        start = self.cache.n_computed(req.rid)
+        step.add(req, start, min(self.cache.seq_len(req.rid) - start, budget))
+        budget -= step.chunks[-1]
+    while budget > 0 and self.waiting and len(self.running) < self.max_batch:
+        req = self.waiting[0]
+        seq = req.seq   # a preempted request comes back with what it generated so far
+        if self.cache.admit_cost(seq) > self.cache.n_free_pages:
+            break                                      # wait until pages are freed
+        self.waiting.popleft()
+        req.n_cached, req.n_chunks = self.cache.admit(req.rid, seq), 0   # pages for all of seq
+        self.stats["cached_tokens"] += req.n_cached
+        self.running.append(req)
+        step.add(req, req.n_cached, min(len(seq) - req.n_cached, budget))
+        budget -= step.chunks[-1]
+
+
+def _schedule(self) -> Step | None:
+    "This step's rows: a decode row for every running sequence, then prefill chunks in the budget."
+    step = Step()
+    self._schedule_decodes(step)
+    self._schedule_prefills(step)
+    return step if step.reqs else None
+
+
+Engine._schedule_prefills = _schedule_prefills
+Engine._schedule = _schedule
 
 # %% ../notebooks/14a_engine.ipynb #24627c63
 def _forward(self, step: Step, logits: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Greedy token ids [B] and, if a request of the step samples (or `logits`), logits [B, V],
-    of the last new token of every request in the step."""
+    """Greedy token ids [B] and, if a request that samples in this step needs them (or `logits`),
+    logits [B, V] of the last new token of every request in the step."""
     B = len(step.reqs)
     kind = "decode" if all(n == 1 for n in step.chunks) and self.runner.decode_kernel else "prefill"
-    need_logits = logits or any(not _greedy(r.params) for r in step.reqs)
+    need_logits = logits or any(s and not _greedy(r.params) for r, s in zip(step.reqs, step.samples))
     feed = step_feed(self.cache, [r.rid for r in step.reqs], step.starts, step.chunks, kind)
     out = self.runner.run(kind, feed, logits=need_logits)
     for req, n in zip(step.reqs, step.chunks):
@@ -261,24 +301,21 @@ Engine.logits = _logits
 
 # %% ../notebooks/14a_engine.ipynb #33c6e41e
 def _step(self) -> list[tuple[Request, int]]:
-    "One step: admit or decode, forward, sample. Returns the (request, new token) pairs."
+    "One step: schedule, forward, sample. Returns the (request, new token) pairs."
     with self.lock:
-        step = self._admit() or self._decode()
+        step = self._schedule()
         if step is None:
             return []
+        samples = step.samples                 # read before any token is appended
         ids, logits = self._forward(step)
         now = time.perf_counter()
-        self.stats["steps"] += 1
-        self.history.append((step.kind, [r.rid for r in step.reqs], list(step.chunks)))
+        self._count(step)
         out = []
-        for b, (req, n) in enumerate(zip(step.reqs, step.chunks)):
-            if step.kind == "prefill":
-                self.stats["prefill_tokens"] += n
-                self.stats["cached_tokens"] += req.n_cached
-            else:
-                self.stats["decode_tokens"] += 1
+        for b, req in enumerate(step.reqs):
+            if not samples[b]:
+                continue                       # a chunk short of its prompt's end: no token yet
             if _greedy(req.params):
-                tok = int(ids[b])                  # the graph's argmax: no logits came back
+                tok = int(ids[b])              # the graph's argmax: no logits came back
             else:
                 tok = int(sample(logits[b], req.params, req.rng, context=req.seq))
             req.tokens.append(tok)
@@ -288,6 +325,23 @@ def _step(self) -> list[tuple[Request, int]]:
         return out
 
 
+def _count(self, step: Step) -> None:
+    "The step's row counts into `stats`, its rows into `history`."
+    st = self.stats
+    st["steps"] += 1
+    st["decode_tokens"] += step.n_decode
+    st["prefill_tokens"] += sum(step.chunks[step.n_decode:])
+    st["prefill_chunks"] += len(step.reqs) - step.n_decode
+    st["mixed_steps"] += step.kind == "mixed"
+    for req in step.reqs[step.n_decode:]:
+        req.n_chunks += 1
+    self.history.append((step.kind, [r.rid for r in step.reqs], list(step.chunks)))
+
+
+Engine.step = _step
+Engine._count = _count
+
+# %% ../notebooks/14a_engine.ipynb #c1a0d006
 def _maybe_finish(self, req: Request, tok: int, now: float) -> None:
     if tok in self.model.eos_ids and not req.ignore_eos:
         req.finish_reason = "eos"
@@ -314,7 +368,6 @@ def _stopped(model, req: Request) -> bool:
     return any(s in text for s in req.stops)
 
 
-Engine.step = _step
 Engine._maybe_finish = _maybe_finish
 Engine.run = _run
 
@@ -339,11 +392,13 @@ def engine_of(model, **options) -> Engine:
 
 
 def measure_decode(model, prompts, batch_size: int, new_tokens: int = 16) -> float:
-    "Aggregate decode tokens/s of `batch_size` sequences (prefill and graph building excluded)."
-    eng = Engine(model, max_batch=batch_size)
-    for i in range(batch_size):
-        eng.add(_prompt_ids(model, prompts[i % len(prompts)]), max_new_tokens=new_tokens, ignore_eos=True)
-    eng.step()                                  # prefill of the whole batch
+    """Aggregate decode tokens/s of `batch_size` sequences decoding together (prefill and graph
+    building excluded): prompts[i % len(prompts)] for request i, `new_tokens` tokens each."""
+    ids = [_prompt_ids(model, prompts[i % len(prompts)]) for i in range(batch_size)]
+    eng = Engine(model, max_batch=batch_size, token_budget=max(512, sum(map(len, ids))))
+    reqs = [eng.add(p, max_new_tokens=new_tokens, ignore_eos=True) for p in ids]
+    while not all(r.tokens for r in reqs):
+        eng.step()                              # the prefill: one step, the budget holds every prompt
     eng.step()                                  # the first decode step plans (and captures) its graph
     n0, t0 = eng.stats["decode_tokens"], time.perf_counter()
     eng.run()
