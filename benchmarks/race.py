@@ -2,16 +2,33 @@
 """The H200 race, tffedu against llama.cpp on the same files in one device call (see
 race_llamacpp.sh, which runs this).
 
-    python benchmarks/race.py tffedu MODEL.gguf OUT.json     # tffedu's rows for one model
-    python benchmarks/race.py table OUT_DIR                  # merge with llama-bench's JSON
+    python benchmarks/race.py tffedu MODEL.gguf OUT.json                   # tffedu's rows for one model
+    python benchmarks/race.py tffedu MODEL.gguf OUT.json --batch 1,4,8,16  # + pp2048, batch1..batch16
+    python benchmarks/race.py table OUT_DIR                                # merge with llama.cpp's output
 
-Rows of benchmarks/results/h200_vs_llamacpp.json: {"model", "test", "tffedu_tps", "llamacpp_tps",
-"date"}; the same as a readable table on stdout, with the ratio and tffedu's eager decode.
+tffedu's rows: pp512, tg128, tg128@d2048 and tg128 eager (no CUDA graphs) through tffedu.cli.bench;
+with --batch also pp2048 (bench with p=2048, n=0) and `batch{B}`: the aggregate decode tokens/s of
+B sequences of 128 random prompt tokens and 128 new tokens each (tffedu.engine.measure_decode, pure
+decode steps). OUT.json is rewritten after every row, so a run killed by its timeout keeps the rows
+it finished.
+
+OUT_DIR holds tf_{model}.json (these rows), lc_{model}*.json (llama-bench -o json: pp{p}, tg{n},
+tg{n}@d{depth}) and lc_{model}_batched.jsonl (llama-batched-bench --output-format jsonl, one line
+per npl; its markdown table is read too): `batch{B}` = S_TG t/s ("speed_tg") at npl = B.
+
+`table` writes OUT_DIR/h200_vs_llamacpp.json, rows of benchmarks/results/h200_vs_llamacpp.json:
+{"model", "test", "tffedu_tps", "llamacpp_tps", "date"}, for every test both sides ran; prints the
+same as a readable table with the ratio and tffedu's eager decode; and writes
+OUT_DIR/batch_sweep.json, the raw batch sweep: {"model", "batch", "tffedu_tps", "llamacpp_tps",
+"tffedu_ms_per_step", "llamacpp_ms_per_step", "date"} per B (ms per step = B / tps * 1000; null
+where a side has no number).
 """
 import datetime
+import gc
 import json
 import os
 import pathlib
+import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -20,26 +37,64 @@ sys.path.insert(0, str(ROOT))
 REPS = int(os.environ.get("REPS", 3))
 TESTS = [dict(p=512, n=128, depth=0, reps=REPS), dict(p=0, n=128, depth=2048, reps=REPS),
          dict(p=0, n=128, depth=0, reps=REPS, cuda_graphs=False)]
+BATCH_PROMPT, BATCH_NEW = 128, 128      # llama-batched-bench -npp 128 -ntg 128
 
 
-def run_tffedu(model_path: str, out: str) -> None:
-    import tffedu
-    from tffedu.cli import bench
-    model = tffedu.load(model_path, device="cuda")
-    rows = []
-    for t in TESTS:
-        for r in bench(model, **t):
+def tffedu_rows(model, batch_sizes=(), emit=print):
+    """Run the tests on a loaded model; `emit(row)` after each. With batch sizes, also pp2048 and
+    the batch{B} decode sweep, smallest B first."""
+    import numpy as np
+    from tffedu import cli, engine
+    for t in TESTS + ([dict(p=2048, n=0, reps=REPS)] if batch_sizes else []):
+        for r in cli.bench(model, **t):
             if not t.get("cuda_graphs", True):
                 r["test"] += " eager"
-            rows.append(r)
-            print(r, flush=True)
-    pathlib.Path(out).write_text(json.dumps(rows))
+            emit(r)
+        gc.collect()              # an Engine's pages are freed with it (runner <-> executor cycles)
+    rng = np.random.default_rng(0)
+    V = model.config.vocab_size
+    prompts = [rng.integers(0, V, BATCH_PROMPT).tolist() for _ in range(max(batch_sizes, default=0))]
+    for B in batch_sizes:
+        tps = float(engine.measure_decode(model, prompts[:B], B, BATCH_NEW))
+        emit(dict(test=f"batch{B}", tps=tps, batch=B, ms_per_step=B / tps * 1000,
+                  prompt=BATCH_PROMPT, new_tokens=BATCH_NEW))
+        gc.collect()
+
+
+def run_tffedu(model_path: str, out: str, batch_sizes=()) -> None:
+    import tffedu
+    model = tffedu.load(model_path, device="cuda")
+    out, rows = pathlib.Path(out), []
+
+    def emit(r):
+        rows.append(r)
+        print(r, flush=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rows))
+        tmp.replace(out)          # whole rows only, even if the run is killed mid-write
+
+    tffedu_rows(model, batch_sizes, emit)
+
+
+def _json_objects(text: str) -> list:
+    "The objects of a JSON array, or as many whole ones as a cut-off array holds."
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    dec, objs = json.JSONDecoder(), []
+    for m in re.finditer(r"^\s*\{", text, re.M):
+        try:
+            objs.append(dec.raw_decode(text, m.end() - 1)[0])
+        except json.JSONDecodeError:
+            pass
+    return [o for o in objs if isinstance(o, dict) and "avg_ts" in o]
 
 
 def llama_rows(path: pathlib.Path) -> dict:
     "test name -> avg tokens/s from llama-bench -o json."
     out = {}
-    for r in json.loads(path.read_text()):
+    for r in _json_objects(path.read_text()):
         if r.get("n_gen", 0) == 0:
             name = f"pp{r['n_prompt']}"
         else:
@@ -48,35 +103,99 @@ def llama_rows(path: pathlib.Path) -> dict:
     return out
 
 
+_MD_ROW = re.compile(r"^\|\s*\d+\s*\|")   # |    128 |    128 |    1 |    256 | ... (the table's rows)
+
+
+def llama_batched_rows(path: pathlib.Path) -> dict:
+    """`batch{B}` -> aggregate decode tokens/s (S_TG) from llama-batched-bench's stdout: jsonl
+    (--output-format jsonl: {"pp", "tg", "pl", ..., "speed_pp", "speed_tg", ...} per line) or its
+    markdown table (| PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |)."""
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(r, dict) and "pl" in r and "speed_tg" in r:
+                out[f"batch{int(r['pl'])}"] = float(r["speed_tg"])
+        elif _MD_ROW.match(line):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if len(cells) == 10:
+                out[f"batch{int(cells[2])}"] = float(cells[7])
+    return out
+
+
+def _load_rows(path: pathlib.Path) -> list:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"race.py: {path.name} unreadable ({e}): skipped", file=sys.stderr)
+        return []
+
+
 def table(out_dir: str) -> None:
     d = pathlib.Path(out_dir)
     date = datetime.date.today().isoformat()
-    rows, eager = [], {}
+    rows, eager, sweep = [], {}, []
     print("| model | test | tffedu t/s | llama.cpp t/s | ratio |")
     print("| --- | --- | ---: | ---: | ---: |")
     for tf in sorted(d.glob("tf_*.json")):
-        model = tf.stem[3:] + "-q8_0"
+        name = tf.stem[3:]
+        model = name + "-q8_0"
         lc = {}
-        for f in sorted(d.glob(f"lc_{tf.stem[3:]}*.json")):
+        for f in sorted(d.glob(f"lc_{name}*.json")):
             lc.update(llama_rows(f))
-        for r in json.loads(tf.read_text()):
+        batched = d / f"lc_{name}_batched.jsonl"
+        lcb = llama_batched_rows(batched) if batched.exists() else {}
+        lc.update(lcb)
+        tf_batch = {}
+        for r in _load_rows(tf):
             if r["test"].endswith(" eager"):
                 eager[(model, r["test"])] = r["tps"]
                 continue
+            if r["test"].startswith("batch"):
+                tf_batch[r["test"]] = r["tps"]
             if r["test"] in lc:
                 rows.append(dict(model=model, test=r["test"], tffedu_tps=round(r["tps"], 2),
                                  llamacpp_tps=round(lc[r["test"]], 2), date=date))
                 print(f"| {model} | {r['test']} | {r['tps']:.1f} | {lc[r['test']]:.1f} | "
                       f"{r['tps'] / lc[r['test']]:.2f}x |")
+        for test in sorted(set(tf_batch) | set(lcb), key=lambda t: int(t[5:])):
+            B, a, b = int(test[5:]), tf_batch.get(test), lcb.get(test)
+            sweep.append(dict(model=model, batch=B,
+                              tffedu_tps=None if a is None else round(a, 2),
+                              llamacpp_tps=None if b is None else round(b, 2),
+                              tffedu_ms_per_step=None if not a else round(B / a * 1000, 3),
+                              llamacpp_ms_per_step=None if not b else round(B / b * 1000, 3),
+                              date=date))
     for (model, test), tps in eager.items():
         graph = next((x["tffedu_tps"] for x in rows if x["model"] == model and x["test"] == test.split()[0]), None)
         print(f"| {model} | {test} (no CUDA graphs) | {tps:.1f} | | "
               f"{'' if graph is None else f'graphs {graph / tps:.1f}x faster'} |")
+    if sweep:
+        print("\n| model | batch | tffedu ms/step | llama.cpp ms/step |\n| --- | ---: | ---: | ---: |")
+        for s in sweep:
+            print(f"| {s['model']} | {s['batch']} | {s['tffedu_ms_per_step'] or ''} | "
+                  f"{s['llamacpp_ms_per_step'] or ''} |")
     (d / "h200_vs_llamacpp.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (d / "batch_sweep.json").write_text(json.dumps(sweep, indent=1) + "\n")
+
+
+def main(argv):
+    if len(argv) >= 3 and argv[0] == "tffedu":
+        sizes = ()
+        if len(argv) == 5 and argv[3] == "--batch":
+            sizes = tuple(int(b) for b in argv[4].split(",") if b.strip())
+        elif len(argv) != 3:
+            sys.exit(__doc__)
+        run_tffedu(argv[1], argv[2], sizes)
+    elif len(argv) == 2 and argv[0] == "table":
+        table(argv[1])
+    else:
+        sys.exit(__doc__)
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "tffedu":
-        run_tffedu(sys.argv[2], sys.argv[3])
-    else:
-        table(sys.argv[2])
+    main(sys.argv[1:])
