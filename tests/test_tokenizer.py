@@ -206,7 +206,10 @@ def test_bos_from_file_flag(tmp_path):
 
 
 # ---- random text (hypothesis) ----------------------------------------------------------------------
-TEXT = st.text(st.characters(codec="utf-8"), max_size=40)
+# Code points unassigned in Python's Unicode tables (category Cn) are left out: whether one is a
+# letter depends on each library's Unicode version (the `regex` package calls U+3D000 a letter,
+# HF tokenizers does not), so no two implementations need agree on them.
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cn",)), max_size=40)
 WORDY = st.text(st.sampled_from(list("ab 1\n\t'sS.,!é你好👍\u200d")), max_size=30)
 
 
