@@ -8,6 +8,9 @@
 
 #define WARP 32
 
+// SwiGLU's gate: silu(g) = g * sigmoid(g) (elementwise.cu, and the Q8_0 GEMV's and GEMM's epilogues).
+__device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
+
 // Sum / max of a float over the 32 lanes of a warp: every lane gets the result.
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

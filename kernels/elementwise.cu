@@ -3,8 +3,6 @@
 // grid-stride loop (needs n % 4 == 0 and 16-byte aligned pointers: cudaMalloc gives 256).
 #include "common.cuh"
 
-__device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
-
 extern "C" __global__ void add_v1(const float* __restrict__ a, const float* __restrict__ b,
                                   float* __restrict__ y, long n) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;

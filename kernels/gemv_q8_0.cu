@@ -207,8 +207,6 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 #define EPI_ADD 1
 #define EPI_GLU 2
 
-__device__ __forceinline__ float silu_f(float g) { return g / (1.f + __expf(-g)); }
-
 template <int EPI>
 __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
                                                const float* __restrict__ res, const int8_t* __restrict__ xq,
@@ -307,7 +305,7 @@ __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __res
 #pragma unroll
         for (int t = 0; t < BATCH; ++t) {
             float s = warp_sum_f(acc[r][t]);
-            if (EPI == EPI_GLU) s = silu_f(s) * warp_sum_f(acc[ROWS + r][t]);
+            if (EPI == EPI_GLU) s = silu(s) * warp_sum_f(acc[ROWS + r][t]);
             if (EPI == EPI_ADD) s = __shfl_sync(0xffffffffu, res_mine, r * BATCH + t) + s;
             if (lane == 0 && n0 + r < N) y[(size_t)t * N + n0 + r] = s;
         }

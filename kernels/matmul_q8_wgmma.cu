@@ -16,11 +16,12 @@
 //   * no converted tile in shared memory means no proxy fence and no barrier per 64-k tile: one of
 //     each per stage (the token tiles arrive by cp.async, the generic proxy; wgmma reads them through
 //     the async proxy).  A first version wrote the fp16 tile to shared memory and fenced every 64 k,
-//     and moved under 1 TB/s whatever the copy size (one bulk copy per row, TMA, was slower still
-//     than 16-byte cp.async: half the speed);
+//     and moved under 1 TB/s whatever the copy size (and copying each raw row with one bulk copy,
+//     TMA, instead of cp.async ran at half the speed);
 //   * split-K over gridDim.z for the small grids of few tokens (each split writes its partial sums to
 //     its own slice of y, a workspace then; `q8_splitk_reduce` adds them in a fixed order).
 // Needs sm_90a.  K % 256 == 0, x 16-byte aligned; M, N any.
+#include "common.cuh"
 #include "wgmma.cuh"
 
 #ifndef BT
@@ -172,8 +173,6 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
 // y[M, ldy] (columns [0, N)) = the sum over s of part[s][M][N], in the order s = 0, 1, ..., and the
 // epilogue of the fused ops: pair (part holds the up projection's partial sums after the gate's):
 // y = silu(gate) * up; res (f32 [M, N]): y += res.  Equal to matmul, then swiglu / add, bit for bit.
-__device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
-
 extern "C" __global__ void q8_splitk_reduce(const float* __restrict__ part, float* __restrict__ y, int M, int N,
                                             int ldy, int splits, const float* __restrict__ res, int pair)
 {
