@@ -4,7 +4,7 @@ Write each function, then check it: pytest tests/exercises -k ch11
 (the reference answers are in solutions/ch11.py: look once you have tried)
 """
 import numpy as np
-__all__ = ['tiled_matmul', 'q8_0_gemv']
+__all__ = ['tiled_matmul', 'q8_0_gemv', 'dequant_bias_trick']
 
 
 def tiled_matmul(a, b, tile=16):
@@ -19,3 +19,12 @@ def q8_0_gemv(x, raw, n_rows):
     (uint8, n_rows * K/32 blocks of 34 bytes), without dequantizing W: per block, the int8 codes
     dot the 32 matching x values, times the block's float16 scale; sum the blocks of a row."""
     raise NotImplementedError("ch11: q8_0_gemv is yours to write")
+
+
+def dequant_bias_trick(q, d):
+    """Exercise 11.3 (medium): version 6's dequantization without any int-to-float conversion.
+    q: int8 quants [..., n]; d: float16 scales broadcastable to q. Bias each quant to a byte
+    (q ^ 0x80 = q + 128), put the byte under the exponent of 1024.0 (float16 bits 0x6400 | byte =
+    1024 + byte), subtract 1152 in float16 (exactly q), multiply by d in float16. Returns float16
+    weights equal, bit for bit, to float16(float32(d) * q)."""
+    raise NotImplementedError("ch11: dequant_bias_trick is yours to write")

@@ -372,8 +372,9 @@ def q8_0_slab_rows(N: int, K: int) -> int:
 
 
 def q8_0_slab_gemm(xh, w, y, M: int, N: int, K: int, wh, stream=None):
-    """The Q8_0 GEMM without version 6 (another GPU, K % 256 != 0, or more than Q8_GEMM_MAX_M rows): dequantize a slab of rows into
-    fp16 `wh` (q8_0_slab_rows x K halves), the 16-bit GEMM on it, the next slab. y f32 [M, N]."""
+    """The Q8_0 GEMM without version 6 (another GPU, K % 256 != 0, or more than Q8_GEMM_MAX_M rows):
+    dequantize a slab of rows into fp16 `wh` (q8_0_slab_rows x K halves), the 16-bit GEMM on it, the
+    next slab. y f32 [M, N]."""
     slab, row_bytes, wp, yp = q8_0_slab_rows(N, K), K // QK8_0 * Q8_0_BYTES, _p(w), _p(y)
     for n0 in range(0, N, slab):
         r = min(slab, N - n0)
@@ -599,7 +600,7 @@ Q8_GEMM_MIN_M = 5                    # from here v6 beats GEMV v3 (bench_q8_gemm
 
 
 def q8_gemm_available(K: int, M: int = 1) -> bool:
-    "Version 6 runs here: an sm_90 GPU, K % 256 == 0 (16-byte aligned rows of raw blocks), M tokens it is fast at."
+    "Version 6 runs here: an sm_90 GPU, K % 256 == 0 (16-byte aligned rows of raw blocks), M <= Q8_GEMM_MAX_M."
     return USE_WGMMA and K % 256 == 0 and M <= Q8_GEMM_MAX_M and wgmma_available()
 
 
@@ -626,8 +627,8 @@ def q8_gemm_splits(tiles: int, NS: int, sms: int) -> int:
     `tiles * s` blocks run in ceil(tiles * s / sms) waves of 1/s of the work each. 160 blocks on 132
     SMs take two waves: that split is slower than 4 (128 blocks) by 2x (measured)."""
     cost = {}
-    for s in range(1, NS + 1):
-        s = -(-NS // -(-NS // s))                        # whole stages per split: the splits it makes
+    for want in range(1, NS + 1):
+        s = -(-NS // -(-NS // want))                     # whole stages per split: the splits it makes
         cost[s] = -(-tiles * s // sms) / s
     best = min(cost.values())
     return min(s for s, c in cost.items() if c <= 1.05 * best)
