@@ -85,6 +85,25 @@ def test_no_gpu_raises_device_error():
         cm.context()
 
 
+def test_q8_gemm_rejects_bad_shapes_before_any_gpu_work():
+    "Version 6's launcher checks M, N and K first: a clear ShapeError, on any machine."
+    for M, N, K in [(0, 10, 256), (4, 0, 256), (4, 10, 0), (4, 10, 96), (4, 10, -256)]:
+        with pytest.raises(ShapeError, match="multiple of 256"):
+            cm.q8_gemm_launcher(0, 0, 0, M, N, K)
+
+
+def test_q8_gemm_splits_fill_the_sms_in_whole_waves():
+    "The K split: one wave of blocks where the grid is small, never a ragged second wave."
+    assert cm.q8_gemm_splits(32, 16, 132) == 4        # 128 blocks, not 160 (two waves)
+    assert cm.q8_gemm_splits(8, 16, 132) == 16
+    assert cm.q8_gemm_splits(1187, 16, 132) == 1      # the output head: many tiles already
+    assert cm.q8_gemm_splits(5, 1, 132) == 1          # one stage cannot be split
+    for tiles in range(1, 400, 7):
+        for NS in (1, 4, 16, 48):
+            s = cm.q8_gemm_splits(tiles, NS, 132)
+            assert 1 <= s <= NS and -(-NS // -(-NS // s)) == s     # whole stages per split
+
+
 # ------------------------------------------------------------------ GPU helpers
 def _ga():
     import pycuda.gpuarray as ga

@@ -307,3 +307,14 @@ def test_token_budget_is_checked(model):
     for bad in (0, -3, True, 2.0, "64"):
         with pytest.raises(EngineError, match="token_budget"):
             Engine(model, token_budget=bad)
+
+
+def test_measure_decode_rejects_bad_arguments(model):
+    from tffedu.engine import measure_decode
+    from tffedu.errors import EngineError, SamplingError
+    for prompts, b in [([[1, 2]], 0), ([[1, 2]], True), ([[1, 2]], 2.0), ([[1, 2]], -3)]:
+        with pytest.raises(EngineError, match="batch_size"):
+            measure_decode(model, prompts, b, new_tokens=2)
+    for prompts in ([], "text", None):
+        with pytest.raises(SamplingError):
+            measure_decode(model, prompts, 2, new_tokens=2)

@@ -51,6 +51,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.engine._add': ('engine.html#_add', 'tffedu/engine.py'),
                                'tffedu.engine._cancel': ('engine.html#_cancel', 'tffedu/engine.py'),
                                'tffedu.engine._check': ('engine.html#_check', 'tffedu/engine.py'),
+                               'tffedu.engine._check_batch': ('engine.html#_check_batch', 'tffedu/engine.py'),
                                'tffedu.engine._check_max_new': ('engine.html#_check_max_new', 'tffedu/engine.py'),
                                'tffedu.engine._count': ('engine.html#_count', 'tffedu/engine.py'),
                                'tffedu.engine._forward': ('engine.html#_forward', 'tffedu/engine.py'),

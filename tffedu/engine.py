@@ -391,9 +391,17 @@ def engine_of(model, **options) -> Engine:
         return eng
 
 
+def _check_batch(n) -> None:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise EngineError(f"batch_size must be an integer >= 1, got {n!r}")
+
+
 def measure_decode(model, prompts, batch_size: int, new_tokens: int = 16) -> float:
     """Aggregate decode tokens/s of `batch_size` sequences decoding together (prefill and graph
     building excluded): prompts[i % len(prompts)] for request i, `new_tokens` tokens each."""
+    _check_batch(batch_size)
+    if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__len__") or not len(prompts):
+        raise SamplingError("prompts must be a non-empty list of prompts (str or token ids)")
     ids = [_prompt_ids(model, prompts[i % len(prompts)]) for i in range(batch_size)]
     eng = Engine(model, max_batch=batch_size, token_budget=max(512, sum(map(len, ids))))
     reqs = [eng.add(p, max_new_tokens=new_tokens, ignore_eos=True) for p in ids]

@@ -657,8 +657,9 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
     `res` (f32 [M, N]) adds a residual, `w2` (Q8_0 like w) makes y = silu(x @ w.T) * (x @ w2.T). The
     split's reduction does the epilogue, so the fused ops cost no extra kernel."""
     M, N, K = int(M), int(N), int(K)
-    if K % 256:
-        raise ShapeError(f"the Q8_0 tensor-core GEMM needs K % 256 == 0, got K={K}")
+    if K % 256 or K < 256 or M < 1 or N < 1:
+        raise ShapeError(f"the Q8_0 tensor-core GEMM needs M, N >= 1 and K a positive multiple of 256, "
+                         f"got M={M}, N={N}, K={K}")
     c = q8_gemm_config(M, N, K, **_q8_keys(cfg))
     defines = {k: c[k] for k in ("BT", "STAGES")}
     f = _kernel90a("matmul_q8_wgmma.cu", "matmul_q8_0_wgmma", "PPPiiiii", defines)
