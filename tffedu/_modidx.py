@@ -44,6 +44,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.engine.Request': ('engine.html#request', 'tffedu/engine.py'),
                                'tffedu.engine.Request.done': ('engine.html#request.done', 'tffedu/engine.py'),
                                'tffedu.engine.Request.seq': ('engine.html#request.seq', 'tffedu/engine.py'),
+                               'tffedu.engine.Request.seq_len': ('engine.html#request.seq_len', 'tffedu/engine.py'),
                                'tffedu.engine.Step': ('engine.html#step', 'tffedu/engine.py'),
                                'tffedu.engine.Step.add': ('engine.html#step.add', 'tffedu/engine.py'),
                                'tffedu.engine.Step.kind': ('engine.html#step.kind', 'tffedu/engine.py'),

@@ -52,6 +52,11 @@ class Request:
         return self.prompt + self.tokens
 
     @property
+    def seq_len(self) -> int:
+        "len(seq), without building it (every step asks, for every request)."
+        return len(self.prompt) + len(self.tokens)
+
+    @property
     def done(self) -> bool:
         return self.finish_reason is not None
 
@@ -79,7 +84,7 @@ class Step:
     @property
     def samples(self) -> list[bool]:
         "Which rows reach the end of their sequence, so that a token is sampled from them."
-        return [s + n == len(r.seq) for r, s, n in zip(self.reqs, self.starts, self.chunks)]
+        return [s + n == r.seq_len for r, s, n in zip(self.reqs, self.starts, self.chunks)]
 
 # %% ../notebooks/14a_engine.ipynb #71841552
 MAX_CACHE_TOKENS = 1 << 24   # pages x page size: 16M tokens, far past any GPU's memory for K/V
@@ -210,7 +215,7 @@ def _schedule_decodes(self, step: Step) -> None:
             self._preempt(others[-1] if others else req)   # the newest not yet scheduled
         if req in self.running:
             self.cache.extend(req.rid, [req.tokens[-1]])   # the token it sampled last step
-            step.add(req, len(req.seq) - 1, 1)
+            step.add(req, req.seq_len - 1, 1)
     step.n_decode = len(step.reqs)
 
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .errors import GraphError
+from .errors import GraphError, KVCacheError
 from .graph import Graph, Node, fuse
 from .kvcache import KVCache
 from .models.qwen3 import CREATORS
@@ -192,25 +192,36 @@ def step_feed(cache: KVCache, seqs, starts, chunks, kind: str = "prefill") -> di
     """The inputs of one step: chunks[b] new tokens of sequence seqs[b] (already in `cache`),
     from position starts[b], padded to the step's bucket — rows past N and sequences past B are
     padding (slot -1: nothing stored; length 0: nothing attended). A decode step has one row per
-    sequence; a `logits` step (one sequence, every row's logits) has no `last`."""
+    sequence; a `logits` step (one sequence, every row's logits) has no `last`. Every row at once:
+    chapter 09's `slot_mapping` through the batch's page tables, not a Python loop per sequence."""
     B, N = len(seqs), sum(chunks)
     Bb = bucket(B)
     Nb = Bb if kind == "decode" else bucket(N)
-    tables, _ = cache.batch_tables(seqs)
+    tables, lens = cache.batch_tables(seqs)
     feed = dict(ids=np.zeros(Nb, np.int32), pos=np.zeros(Nb, np.int32), slots=np.full(Nb, -1, np.int32),
                 page_tables=np.full((Bb, bucket(tables.shape[1])), -1, np.int32),
                 seq_lens=np.zeros(Bb, np.int32), cu_seqlens=np.zeros(Bb + 1, np.int32),
                 last=np.zeros(Bb, np.int32))
     feed["page_tables"][:B, :tables.shape[1]] = tables
-    row = 0
-    for b, (sid, start, n) in enumerate(zip(seqs, starts, chunks)):
-        feed["ids"][row:row + n] = cache.seqs[sid].tokens[start:start + n]
-        feed["pos"][row:row + n] = np.arange(start, start + n)
-        feed["slots"][row:row + n] = cache.slot_mapping(sid, start, n)
-        feed["seq_lens"][b] = start + n
-        row += n
-        feed["cu_seqlens"][b + 1:] = row
-        feed["last"][b] = row - 1
+    for sid, s0, n, length in zip(seqs, starts, chunks, lens.tolist()):
+        if s0 < 0 or s0 + n > length:
+            raise KVCacheError(f"sequence {sid!r}: positions {s0}..{s0 + n - 1} are outside its {length} tokens")
+    feed["ids"][:N] = [t for sid, s0, n in zip(seqs, starts, chunks) for t in cache.seqs[sid].tokens[s0:s0 + n]]
+    one_row_each = all(n == 1 for n in chunks)                 # a decode step
+    starts, chunks = np.asarray(starts, np.int64), np.asarray(chunks, np.int64)
+    ends = np.cumsum(chunks)                                   # [B] row after each sequence's rows
+    if one_row_each:
+        seq_of_row, pos = np.arange(B), starts
+    else:
+        seq_of_row = np.repeat(np.arange(B), chunks)           # [N] the sequence of every row
+        pos = np.arange(N) + np.repeat(starts - (ends - chunks), chunks)   # [N] its position
+    feed["pos"][:N] = pos
+    ps = cache.page_size                                       # slot = page * page_size + offset
+    feed["slots"][:N] = tables[seq_of_row, pos // ps] * ps + pos % ps
+    feed["seq_lens"][:B] = starts + chunks
+    feed["cu_seqlens"][1:B + 1] = ends
+    feed["cu_seqlens"][B + 1:] = N
+    feed["last"][:B] = ends - 1
     if kind == "logits":
         del feed["last"]
     return feed
