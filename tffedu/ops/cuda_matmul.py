@@ -10,6 +10,7 @@ Nothing imports PyCUDA at import time.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -622,6 +623,7 @@ def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, STAGES: int | 
     return dict(BT=BT, STAGES=STAGES or Q8_GEMM_STAGES[BT], splits=-(-NS // st_per), st_per=st_per)
 
 
+@functools.cache                   # asked at every launch: a prefill step has hundreds
 def q8_gemm_splits(tiles: int, NS: int, sms: int) -> int:
     """The fewest K splits within 5% of the best wave count: one block fits an SM (shared memory), so
     `tiles * s` blocks run in ceil(tiles * s / sms) waves of 1/s of the work each. 160 blocks on 132
@@ -670,8 +672,8 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
     if c["splits"] == 1 and res is None and w2 is None:
         args = (_p(x), _p(w), _p(y), *tail, np.int32(ldy or N), np.int32(c["st_per"]))
         return lambda: f.prepared_async_call(g, b, stream, *args, shared_size=smem)
-    need = q8_gemm_part_bytes(M, N, K, "pair" if w2 is not None else "res" if res is not None else None, **c)
     if part is None:
+        need = q8_gemm_part_bytes(M, N, K, "pair" if w2 is not None else "res" if res is not None else None, **c)
         raise ShapeError(f"this launch (split {c['splits']} ways along K, or with an epilogue) needs part= "
                          f"({need} bytes of scratch)")
     red = _kernel90a("matmul_q8_wgmma.cu", "q8_splitk_reduce", "PPiiiiPi", defines)
