@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tffedu.errors import GraphError, ShapeError
 from tffedu.blocks import qwen3_layer_graph
-from tffedu.graph import Graph, Lifetime, dce, fuse, post_order, register_op, schedule
+from tffedu.graph import Graph, Lifetime, Node, dce, fuse, post_order, register_op, schedule
 from tffedu.graph_draw import layout
 from tffedu.tensor import F16, F32, I32, Q8_0
 
@@ -235,6 +235,22 @@ def test_fusion_is_skipped_when_the_intermediate_has_other_readers():
     s = g2.op("silu", a, name="s")
     g2.output(s, g2.op("mul", s, b, name="m"))     # s is an output: must still be computed
     assert [n.op for n in fuse(g2).schedule()] == ["silu", "mul"]
+
+
+def test_a_rule_may_make_new_nodes():
+    "Two readers of one input replaced by views of one new node (how chapter 13 merges q, k and v)."
+    g = Graph()
+    x = g.input("x", (4,))
+    g.output(g.op("silu", x, name="p"), g.op("silu", x, name="q"))
+    both = Node("op", "pq", (8,), x.dtype, "both_silu", (x,))          # not in g: the rule makes it
+
+    def rule(n, users):
+        if n.op == "silu":
+            return Node("op", n.name, n.shape, n.dtype, "view", (both,),
+                        {"shape": n.shape, "offset": 4 * (n.name == "q")})
+    f = fuse(g, [rule])
+    assert [(n.name, n.op) for n in f.schedule()] == [("pq", "both_silu"), ("p", "view"), ("q", "view")]
+    assert f["q"].inputs[0] is f["pq"] and f["q"].attrs["offset"] == 4 and [o.name for o in f.outputs] == ["p", "q"]
 
 
 def test_fusion_keeps_names_and_outputs():

@@ -124,6 +124,26 @@ def test_small_mlp_against_numpy():
     assert np.shares_memory(ex.run(x=x, copy=False)["y"], ex.arena)
 
 
+def test_views_at_offsets_are_parts_of_one_output():
+    "One op's output read as two tensors laid end to end (chapter 13's q, k and v of a matmul_cat)."
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 8), dtype=np.float32)
+    g = Graph()
+    both = g.op("tanh", g.input("x", (24,)), shape=(24,), name="both")   # a [3, 5] part, then [3, 3]
+    a = g.op("view", both, shape=(3, 5), name="a")
+    b = g.op("view", both, shape=(3, 3), offset=15, name="b")
+    g.output(g.op("silu", a, name="sa"), g.op("add", b, b, name="bb"))
+    for strategy in ("greedy_by_size", "no_reuse"):
+        out = Executor(g, ops=np_registry(), strategy=strategy).run(x=x.ravel())
+        t = np.tanh(x.ravel())
+        np.testing.assert_allclose(out["sa"], NP_FNS["silu"](t[:15].reshape(3, 5)), rtol=1e-6)
+        np.testing.assert_allclose(out["bb"], 2 * t[15:].reshape(3, 3), rtol=1e-6)
+    with pytest.raises(ShapeError, match="not all in 24"):
+        g.op("view", both, shape=(3, 3), offset=16)
+    with pytest.raises(ShapeError, match="not all in"):
+        g.op("view", both, shape=(2,), offset=-1)
+
+
 def test_int_inputs_are_converted_and_shapes_checked():
     reg = np_registry()
     reg.register("take", "cpu", lambda t, i, out=None: np.take(t, i, axis=0, out=out))

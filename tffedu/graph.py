@@ -48,7 +48,7 @@ class Node:
 
     @property
     def is_view(self) -> bool:
-        "True when the output is the first input's memory seen with another shape (no copy)."
+        "True when the output is (part of) the first input's memory seen with another shape (no copy)."
         return self.kind == "op" and op_spec(self.op).view
 
     def __repr__(self):
@@ -66,7 +66,7 @@ class OpSpec:
     "What the graph knows about an op: its shape rule and how it treats memory."
     infer: Callable | None      # (inputs, attrs) -> (shape, dtype); None: caller gives shape
     arity: tuple[int, int]      # min and max number of inputs
-    view: bool = False          # output aliases input 0 (reshape): the planner gives it no memory
+    view: bool = False          # output aliases (part of) input 0: the planner gives it no memory
     side_effect: bool = False   # writes a state (KV cache): dead-code elimination keeps it
 
 
@@ -163,6 +163,14 @@ def _reshape(ins, attrs):
     return shape, x.dtype
 
 
+def _view(ins, attrs):
+    "The input's elements from `offset` on, seen as `shape`: a slice of contiguous memory, no copy."
+    x, shape, off = ins[0], tuple(int(s) for s in attrs.get("shape", ())), int(attrs.get("offset", 0))
+    _need(off >= 0 and off + int(np.prod(shape, dtype=np.int64)) <= x.numel, "view",
+          f"elements {off}..{off + int(np.prod(shape, dtype=np.int64)) - 1} are not all in {x.numel}", x)
+    return shape, x.dtype
+
+
 def _argmax(ins, attrs):
     return tuple(ins[0].shape[:-1]), I32
 
@@ -179,7 +187,7 @@ for _name, _rule, _arity in [("get_rows", _get_rows, (2, 2)), ("rmsnorm", _rmsno
 register_op("reshape", _reshape, (1, 1), view=True)
 
 
-register_op("view", _reshape, (1, 1), view=True)
+register_op("view", _view, (1, 1), view=True)           # view(x, shape=, offset=0): a part of x
 
 # %% ../notebooks/05_graph.ipynb #adb28323
 class Graph:
@@ -382,9 +390,14 @@ def _copy_graph(graph: Graph, keep: list[Node], subst: dict[Node, Node] | None =
     g = Graph(graph.name)
     g._count = graph._count
     new: dict[Node, Node] = {}        # old node -> its copy in g
+
+    def copy(n: Node) -> Node:        # a node a rule made (not in `keep`) is copied where first read
+        if n not in new:
+            m = (subst or {}).get(n, n)   # a fused replacement still points at old inputs
+            new[n] = g._add(replace(m, inputs=tuple(copy(i) for i in m.inputs), attrs=dict(m.attrs)))
+        return new[n]
     for n in keep:
-        m = (subst or {}).get(n, n)   # a fused replacement still points at old inputs
-        new[n] = g._add(replace(m, inputs=tuple(new[i] for i in m.inputs), attrs=dict(m.attrs)))
+        copy(n)
     g.outputs = [new[o] for o in graph.outputs]
     return g
 
@@ -422,7 +435,7 @@ def fuse(graph: Graph, rules=None) -> Graph:
     users = consumers(graph, order)
     for o in graph.outputs:            # the caller reads outputs too: never fuse them away
         users[o] = users[o] + [None]
-    subst: dict[Node, Node] = {}       # node -> its fused replacement (inputs still old nodes)
+    subst: dict[Node, Node] = {}       # node -> its fused replacement (inputs: old nodes, or new ones it made)
     for n in order:
         for rule in (rules or FUSIONS) if n.kind == "op" else ():
             fused = rule(n, users)

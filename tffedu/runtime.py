@@ -165,7 +165,9 @@ def _prepare(self) -> list:
     for s, (n, fn) in enumerate(zip(self.steps, self._fns)):
         args = [vals[i] for i in n.inputs]
         if fn is None:                          # a view: same bytes, another shape
-            vals[n] = args[0].reshape(n.shape)
+            off = n.attrs.get("offset", 0)       # a part of it: the elements from `offset`
+            vals[n] = (args[0].reshape(n.shape) if off == 0 and n.numel == n.inputs[0].numel
+                       else args[0].reshape(-1)[off:off + n.numel].reshape(n.shape))
             continue
         kw = dict(n.attrs, out=self._views[n])
         if self.backend != "cpu":
