@@ -28,7 +28,7 @@ def main():
     ap.add_argument("--depth", type=int, default=0, help="tokens of context before the step")
     ap.add_argument("--batch", type=int, default=1, help="sequences decoding together")
     ap.add_argument("--json", type=pathlib.Path)
-    ap.add_argument("--cprofile", action="store_true", help="also where the host's share goes (cProfile)")
+    ap.add_argument("--cprofile", action="store_true", help="also where the host's share goes (cProfile, 64 steps)")
     a = ap.parse_args()
 
     import tffedu
@@ -52,7 +52,9 @@ def main():
         tps.append(64 / (time.perf_counter() - t0))             # steps per second
     tg = dict(tps=float(np.mean(tps[1:])), std=float(np.std(tps[1:])))
     runner = eng.runner
-    key = next(k for k in runner.captured if k[0] == "decode")
+    # the decode graph the last steps ran: every executor's inputs share one block, so an older
+    # graph's inputs were overwritten by the steps after it (replaying it reads foreign page tables)
+    key = next(k for k in reversed(runner.executors) if k[0] == "decode" and k in runner.captured)
     ex, g = runner.executors[key], runner.captured[key]
     step_ms = float(np.median(time_all(g.replay, warmup=5, reps=30, stream=ex.stream)))
     bw = copy_bandwidth() * 1e9                                 # bytes/s, measured
@@ -89,11 +91,13 @@ def main():
     if a.cprofile:                                              # the host's share of a token
         import cProfile
         import pstats
-        req = eng.add([1, 2, 3], max_new_tokens=65, ignore_eos=True)
-        eng.step()
+        reqs = [eng.add(rng.integers(0, model.config.vocab_size, a.depth + 1).tolist(),
+                        max_new_tokens=65, ignore_eos=True) for _ in range(B)]
+        while not all(r.tokens for r in reqs):
+            eng.step()
         prof = cProfile.Profile()
         prof.enable()
-        while not req.done:
+        while not all(r.done for r in reqs):
             eng.step()
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(18)

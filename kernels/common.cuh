@@ -43,3 +43,19 @@ __device__ __forceinline__ float block_max(float v, float* red) {
     v = lane < nw ? red[lane] : -INFINITY;
     return warp_max(v);
 }
+
+// A matmul over up to three weights laid end to end ("cat": q, k and v; gate and up): output rows
+// [0, n1) come from the first, [n1, n2) from the second, [n2, N) from the third.  The output is
+// planar: each weight's [T, rows] block after the previous one, so every part is a contiguous
+// tensor.  One weight is n1 = n2 = N: plain row-major [T, N].
+__device__ __forceinline__ size_t cat_index(int t, int n, int T, int N, int n1, int n2) {
+    const int s0 = n < n1 ? 0 : (n < n2 ? n1 : n2);             // the part's first row
+    const int rows = (n < n1 ? n1 : (n < n2 ? n2 : N)) - s0;
+    return (size_t)T * s0 + (size_t)t * rows + (n - s0);
+}
+// weight row n of the parts w0 | w1 | w2 (rows of row_bytes each)
+__device__ __forceinline__ const uint8_t* cat_row(const uint8_t* w0, const uint8_t* w1, const uint8_t* w2,
+                                                  int n, int n1, int n2, size_t row_bytes) {
+    return n < n1 ? w0 + (size_t)n * row_bytes
+                  : (n < n2 ? w1 + (size_t)(n - n1) * row_bytes : w2 + (size_t)(n - n2) * row_bytes);
+}

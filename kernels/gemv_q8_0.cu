@@ -202,15 +202,19 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // The epilogue of v3 (EPI): 0 writes y; 1 (matmul_add) adds a residual, y = res + x @ w^T, so
 // the block's add kernel disappears; 2 (matmul_swiglu) reads the rows of two matrices, gate = w
 // and up = w2, through one pipeline (rows r < ROWS from w, ROWS + r from w2, same n) and writes
-// y = silu(gate) * up: two GEMVs and the swiglu kernel in one launch.
+// y = silu(gate) * up: two GEMVs and the swiglu kernel in one launch; 3 (matmul_cat) streams the
+// rows of up to three matrices laid end to end (w | w2 | w3, boundaries n1, n2; common.cuh's
+// cat_row) into a planar y: q, k and v of one input in one launch.
 #define EPI_NONE 0
 #define EPI_ADD 1
 #define EPI_GLU 2
+#define EPI_CAT 3
 
 template <int EPI>
 __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
                                                const float* __restrict__ res, const int8_t* __restrict__ xq,
-                                               const float* __restrict__ xd, float* __restrict__ y, int N, int K)
+                                               const float* __restrict__ xd, float* __restrict__ y, int N, int K,
+                                               const uint8_t* __restrict__ w3 = nullptr, int n1 = 0, int n2 = 0)
 {
     constexpr int RR = EPI == EPI_GLU ? 2 * ROWS : ROWS;          // weight rows this warp streams
     auto buf = reinterpret_cast<uint4 (*)[NSTAGE][RR][TILE_VEC]>(smem);   // [WARPS][NSTAGE][RR][TILE_VEC]
@@ -221,6 +225,7 @@ __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __res
     const size_t row_bytes = (size_t)nb * QBYTES;
     const int ntiles = (nb + TB - 1) / TB;
     auto row_of = [&](int r) -> const uint8_t* {                  // weight row r of this warp
+        if (EPI == EPI_CAT) return cat_row(w, w2, w3, n0 + r, n1, n2, row_bytes);
         return EPI == EPI_GLU && r >= ROWS ? w2 + (size_t)(n0 + r - ROWS) * row_bytes
                                            : w + (size_t)(n0 + r) * row_bytes;
     };
@@ -307,7 +312,8 @@ __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __res
             float s = warp_sum_f(acc[r][t]);
             if (EPI == EPI_GLU) s = silu(s) * warp_sum_f(acc[ROWS + r][t]);
             if (EPI == EPI_ADD) s = __shfl_sync(0xffffffffu, res_mine, r * BATCH + t) + s;
-            if (lane == 0 && n0 + r < N) y[(size_t)t * N + n0 + r] = s;
+            if (lane == 0 && n0 + r < N)
+                y[EPI == EPI_CAT ? cat_index(t, n0 + r, BATCH, N, n1, n2) : (size_t)t * N + n0 + r] = s;
         }
 }
 
@@ -324,6 +330,14 @@ gemv_q8_0_dp4a_add(const uint8_t* __restrict__ w, const float* __restrict__ res,
 {
     __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
     gemv_dp4a_body<EPI_ADD>(buf, w, nullptr, res, xq, xd, y, N, K);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+gemv_q8_0_dp4a_cat(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, const uint8_t* __restrict__ w3,
+                   const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y, int N, int K,
+                   int n1, int n2)
+{
+    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
+    gemv_dp4a_body<EPI_CAT>(buf, w, w2, nullptr, xq, xd, y, N, K, w3, n1, n2);
 }
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 gemv_q8_0_dp4a_glu(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, const int8_t* __restrict__ xq,

@@ -9,7 +9,9 @@
 //     per warpgroup, from registers) and the BT tokens are its B operand (n = BT = 16, 32, 64, from
 //     shared memory).  So the tensor work is proportional to the tokens;
 //   * a stage is 256 k: per weight row 8 Q8_0 blocks = 272 bytes, 16-byte aligned when K % 256 == 0,
-//     so the raw copies are 16-byte cp.async of long pieces of each row;
+//     so the raw copies are 16-byte cp.async of long pieces of each row; all but one slot of the
+//     ring are in flight while a stage is computed (AHEAD = STAGES - 1: nothing of a stage is still
+//     read once the next one starts, see the loop);
 //   * dequantization is exact and cheap: an int8 pair is biased to bytes, placed under the exponent
 //     of 1024.0 (0x64XX = 1024 + byte), 1152 is subtracted (= q, exact), and one fp16 multiply by d
 //     rounds d * q once: the same fp16 weights as the old slab's __float2half_rn(d * q);
@@ -19,7 +21,10 @@
 //     and moved under 1 TB/s whatever the copy size (and copying each raw row with one bulk copy,
 //     TMA, instead of cp.async ran at half the speed);
 //   * split-K over gridDim.z for the small grids of few tokens (each split writes its partial sums to
-//     its own slice of y, a workspace then; `q8_splitk_reduce` adds them in a fixed order).
+//     its own slice of y, a workspace then; `q8_splitk_reduce` adds them in a fixed order);
+//   * the weight rows may come from up to three matrices laid end to end (w | w1 | w2, boundaries n1,
+//     n2: q, k and v of one input, or gate and up), written planar (common.cuh's cat_index): one
+//     grid for what were three launches.
 // Needs sm_90a.  K % 256 == 0, x 16-byte aligned; M, N any.
 #include "common.cuh"
 #include "wgmma.cuh"
@@ -42,7 +47,11 @@
 #define RAW_STAGE (BW * RAW_ROW)
 #define X_SUB (BT * BK)                     // halves of one token tile
 static_assert(BT == 16 || BT == 32 || BT == 64, "BT is 16, 32 or 64");
+#ifndef AHEAD
+#define AHEAD (STAGES - 1)  // stages in flight while one is computed: every other slot of the ring
+#endif
 static_assert(STAGES >= 3, "STAGES >= 3");
+static_assert(AHEAD >= 1 && AHEAD < STAGES, "1 <= AHEAD < STAGES");
 
 // tokens [m0, m0+BT) x stage st of x [M, K] -> SUB swizzled token tiles (zero rows past M)
 __device__ __forceinline__ void load_x(__half* dst, const __half* __restrict__ x, int m0, int M, int K, int st) {
@@ -54,13 +63,15 @@ __device__ __forceinline__ void load_x(__half* dst, const __half* __restrict__ x
     }
 }
 
-// weight rows [n0, n0+BW) x stage st, raw Q8_0 bytes -> staging tile (zeros past N: d = 0, q = 0)
-__device__ __forceinline__ void load_w(unsigned char* dst, const unsigned char* __restrict__ w, int n0, int N,
-                                       size_t row_bytes, int st) {
+// weight rows [n0, n0+BW) of w | w1 | w2 x stage st, raw Q8_0 bytes -> staging tile (zeros past N:
+// d = 0, q = 0)
+__device__ __forceinline__ void load_w(unsigned char* dst, const unsigned char* __restrict__ w,
+                                       const unsigned char* __restrict__ w1, const unsigned char* __restrict__ w2,
+                                       int n0, int N, int n1, int n2, size_t row_bytes, int st) {
     for (int e = threadIdx.x; e < BW * RAW_CHUNKS; e += NTHREADS) {
         const int r = e / RAW_CHUNKS, c = e % RAW_CHUNKS, gn = n0 + r;
         const bool ok = gn < N;
-        const unsigned char* g = ok ? w + (size_t)gn * row_bytes + (size_t)st * RAW_ROW + c * 16 : w;
+        const unsigned char* g = ok ? cat_row(w, w1, w2, gn, n1, n2, row_bytes) + (size_t)st * RAW_ROW + c * 16 : w;
         cp_async16(smem_u32(dst + r * RAW_ROW + c * 16), g, ok ? 16 : 0);
     }
 }
@@ -95,10 +106,12 @@ __device__ __forceinline__ void dequant_a(uint32_t* a, const unsigned char* raw,
 }
 
 // grid (ceil(M/BT), ceil(N/BW), splits): blocks of one weight tile are neighbours (they share it in
-// L2).  Split z covers stages [z*st_per, min(K/256, (z+1)*st_per)) and writes y + z*M*ldy.
+// L2).  Split z covers stages [z*st_per, min(K/256, (z+1)*st_per)) and writes y + z*M*ldy.  One
+// weight (n1 = N): y [M, ldy]; parts (n1 < N): y planar, ldy = N.
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
-matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict__ w, float* __restrict__ y,
-                  int M, int N, int K, int ldy, int st_per)
+matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict__ w,
+                  const unsigned char* __restrict__ w1, const unsigned char* __restrict__ w2, float* __restrict__ y,
+                  int M, int N, int K, int ldy, int st_per, int n1, int n2)
 {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -117,21 +130,23 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
     uint32_t a[2][16];                                    // A fragments, double-buffered (wgmma reads them async)
 
 #pragma unroll
-    for (int s = 0; s < STAGES - 2; ++s) {                // stages 0 .. STAGES-3 in flight
+    for (int s = 0; s < AHEAD; ++s) {                     // stages 0 .. AHEAD-1 in flight
         if (s < NS) {
             load_x(sx + s * SUB * X_SUB, x, m0, M, K, st0 + s);
-            load_w(sr + s * RAW_STAGE, w, n0, N, row_bytes, st0 + s);
+            load_w(sr + s * RAW_STAGE, w, w1, w2, n0, N, n1, n2, row_bytes, st0 + s);
         }
         cp_async_commit();
     }
     for (int s = 0; s < NS; ++s) {
-        cp_async_wait<STAGES - 3>();                      // stage s landed (this thread's part)
+        cp_async_wait<AHEAD - 1>();                       // stage s landed (this thread's part)
         fence_proxy_async();                              // its token tiles -> the async proxy
-        __syncthreads();                                  // everyone's; batches of stage s-2 are done
-        const int ns = s + STAGES - 2;                    // refill the slot of stage s - 2
+        // everyone's; and everyone is done with stage s-1 (its wgmma waited for at its end, its
+        // dequantization read synchronously), so its slot is free
+        __syncthreads();
+        const int ns = s + AHEAD;                         // refill a free slot (s - 1's when AHEAD = STAGES - 1)
         if (ns < NS) {
             load_x(sx + (ns % STAGES) * SUB * X_SUB, x, m0, M, K, st0 + ns);
-            load_w(sr + (ns % STAGES) * RAW_STAGE, w, n0, N, row_bytes, st0 + ns);
+            load_w(sr + (ns % STAGES) * RAW_STAGE, w, w1, w2, n0, N, n1, n2, row_bytes, st0 + ns);
         }
         cp_async_commit();
         const unsigned char* raw = sr + (s % STAGES) * RAW_STAGE;
@@ -164,25 +179,27 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int m = m0 + 8 * j + 2 * t + e;
-                if (n < N && m < M) y[(size_t)m * ldy + n] = acc[4 * j + 2 * h + e];
+                if (n < N && m < M)
+                    y[n1 < N ? cat_index(m, n, M, N, n1, n2) : (size_t)m * ldy + n] = acc[4 * j + 2 * h + e];
             }
         }
     }
 }
 
 // y[M, ldy] (columns [0, N)) = the sum over s of part[s][M][N], in the order s = 0, 1, ..., and the
-// epilogue of the fused ops: pair (part holds the up projection's partial sums after the gate's):
-// y = silu(gate) * up; res (f32 [M, N]): y += res.  Equal to matmul, then swiglu / add, bit for bit.
+// epilogue of the fused ops: pair (each split's slice holds the gate's [M, N] partial sums, then the
+// up projection's: one planar launch of gate | up): y = silu(gate) * up; res (f32 [M, N]): y += res.
+// Equal to matmul, then swiglu / add, bit for bit.
 extern "C" __global__ void q8_splitk_reduce(const float* __restrict__ part, float* __restrict__ y, int M, int N,
                                             int ldy, int splits, const float* __restrict__ res, int pair)
 {
-    const long long total = (long long)M * N;
+    const long long total = (long long)M * N, slice = pair ? 2 * total : total;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
         float s = 0.f;
-        for (int z = 0; z < splits; ++z) s += part[(size_t)z * total + i];
+        for (int z = 0; z < splits; ++z) s += part[(size_t)z * slice + i];
         if (pair) {
             float u = 0.f;
-            for (int z = 0; z < splits; ++z) u += part[(size_t)(splits + z) * total + i];
+            for (int z = 0; z < splits; ++z) u += part[(size_t)z * slice + total + i];
             s = silu(s) * u;
         }
         if (res) s = s + res[i];

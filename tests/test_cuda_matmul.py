@@ -452,6 +452,62 @@ def test_q8_gemm_configs(M, N, K, cfg, splits):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("cfg", [0, 2])
+@pytest.mark.parametrize("M,Ns,K", [(5, (128, 64, 64), 256), (17, (77, 33), 512), (40, (300, 129, 129), 1024),
+                                    (130, (1, 200, 5), 768)])
+def test_q8_gemm_cat(M, Ns, K, cfg, splits):
+    """Version 6 over two or three matrices in one grid (tiles straddle them where N is odd): the
+    planar output is x @ wi.T [M, Ni] for each, one after the other (float64 reference)."""
+    ga = _ga()
+    if not cm.wgmma_available():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    ins = [_q8_inputs(M, n, K, seed=M + 7 * n + i) for i, n in enumerate(Ns)]
+    x = ins[0][0]
+    c = dict(cm.Q8_GEMM_CONFIGS[cfg], splits=splits)
+    y = _nan(ga, (M * sum(Ns),))
+    part = ga.empty(max(1, cm.q8_gemm_part_bytes(M, sum(Ns), K, **c) // 4), np.float32)
+    ws = [ga.to_gpu(raw) for _, raw, _ in ins]
+    cm.q8_gemm(ga.to_gpu(x), ws[0], y, M, Ns[0], K, c, part=part, cat=list(zip(ws[1:], Ns[1:])))
+    want = np.concatenate([cm.matmul_ref(x, w16).ravel() for _, _, w16 in ins])
+    assert cm.relerr(y.get(), want) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T,Ns,K,wt", [(1, (96, 32, 32), 256, "Q8_0"), (4, (100, 36), 64, "Q8_0"),
+                                       (6, (200, 72, 72), 512, "Q8_0"), (7, (64, 32, 32), 96, "Q8_0"),
+                                       (32, (4096, 1024, 1024), 4096, "Q8_0"), (40, (256, 130, 130), 1024, "Q8_0"),
+                                       (300, (64, 32, 32), 256, "Q8_0"), (9, (64, 32), 96, "Q8_0"),
+                                       (3, (96, 32, 32), 64, "F16")])
+def test_matmul_cat_is_its_parts(T, Ns, K, wt):
+    """matmul_cat's planar output is the separate matmuls' outputs end to end: bit for bit where GEMV v3
+    runs (the same rows, one launch) or the parts run one by one (the slab, F16); within float
+    rounding in version 6, whose one grid may split K otherwise than each matmul alone."""
+    ga = _ga()
+    from tffedu.factory import OPS
+    op = lambda name: OPS.get(name, "cuda")                          # noqa: E731
+    rng = np.random.default_rng(T + sum(Ns) + K)
+    x = ga.to_gpu(rng.standard_normal((T, K), dtype=np.float32))
+    ws = [rng.standard_normal((n, K), dtype=np.float32) * 0.1 for n in Ns]
+    wd = [ga.to_gpu(q8(w) if wt == "Q8_0" else w.astype(np.float16)) for w in ws]
+    want = np.concatenate([op("matmul")(x, w, w_dtype=wt).get().ravel() for w in wd])
+    got = op("matmul_cat")(x, *wd, w_dtype=wt).get()
+    assert got.shape == (T * sum(Ns),)
+    v6 = wt == "Q8_0" and not cm._epilogue_in_gemv(wt, T, K) and cm.q8_gemm_available(K, T)
+    if v6:
+        assert cm.relerr(got, want) < 1e-5
+    else:
+        assert np.array_equal(got, want)
+    if wt == "Q8_0" and T <= 8:                                      # packed int8 activations: one GEMV
+        xq = op("rmsnorm_q8")(x, ga.to_gpu(np.ones(K, np.float32)))
+        want = np.concatenate([op("matmul_q8")(xq, w, w_dtype=wt).get().ravel() for w in wd])
+        assert np.array_equal(op("matmul_cat")(xq, *wd, w_dtype=wt).get(), want)
+    with pytest.raises(ShapeError, match="one K and one dtype"):
+        op("matmul_cat")(x, wd[0], ga.to_gpu(q8(ws[1][:, :32]) if wt == "Q8_0" else ws[1][:, :32].astype(np.float16)),
+                         w_dtype=wt)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("BT", [16, 64])
 def test_q8_gemm_dequantizes_exactly(BT):
     """One-hot token rows pick single weights: y[m, n] must be the fp16 value of d*q (gguf-py's
@@ -484,10 +540,14 @@ def test_q8_gemm_ldy_and_errors():
     cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(splits=1), ldy=ldy)
     got = y.get()
     assert cm.relerr(got[:, :N], cm.matmul_ref(x, w16)) < 1e-5 and np.all(got[:, N:] == 7.0)
-    with pytest.raises(ShapeError, match="K % 256"):
+    with pytest.raises(ShapeError, match="multiple of 256"):
         cm.q8_gemm(ga.to_gpu(x[:, :128]), ga.to_gpu(raw), y, M, N, 128)
     with pytest.raises(ShapeError, match="part="):
         cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(splits=2))
+    with pytest.raises(ShapeError, match="no ldy"):                 # a cat launch's parts are planar
+        cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(splits=1), ldy=ldy, cat=[(ga.to_gpu(raw), N)])
+    with pytest.raises(ShapeError, match="one epilogue"):
+        cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, res=y, w2=ga.to_gpu(raw))
 
 
 # ------------------------------------------------------------------ GPU: the registered op

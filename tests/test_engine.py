@@ -318,3 +318,74 @@ def test_measure_decode_rejects_bad_arguments(model):
     for prompts in ([], "text", None):
         with pytest.raises(SamplingError):
             measure_decode(model, prompts, 2, new_tokens=2)
+
+
+def _overlap_run(model, overlap, prompts, eos=(), cancel_at=None, **kw):
+    "Every request's tokens and finish reason, the stats, and what the prefix cache holds after."
+    eng = Engine(model, page_size=4, max_batch=8, overlap=overlap, **kw)
+    reqs = [eng.add(p, max_new_tokens=n, ignore_eos=i % 3 == 0) for i, (p, n) in enumerate(prompts)]
+    model.eos_ids, saved = set(eos), model.eos_ids
+    try:
+        for s in range(10_000):
+            if not eng.busy:
+                break
+            if s == cancel_at:
+                eng.cancel(reqs[1])
+            eng.step()
+    finally:
+        model.eos_ids = saved
+    cached = [eng.cache.cached_prefix(r.seq) for r in reqs]      # pages hashed from the real tokens
+    return [r.tokens for r in reqs], [r.finish_reason for r in reqs], eng.stats, cached, eng.cache.n_free_pages
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_overlap_gives_the_same_tokens(model, seed):
+    """Decode steps queued before the step before them is read (what the GPU does by default):
+    the same tokens, ends, counts, free pages and prefix cache as one step at a time — with
+    requests ending by length and by an end-of-text token (their queued row wasted), and a
+    request cancelled while a step holding its row is queued."""
+    rng = np.random.default_rng(seed)
+    prompts = [(p, int(rng.integers(2, 30))) for p in prompts_of(model, 6, rng)]
+    plain = _overlap_run(model, False, prompts)
+    # an end of text that request 1 (and maybe others) produces mid-way
+    eos = {plain[0][1][len(plain[0][1]) // 2]}
+    for kw in (dict(), dict(eos=eos), dict(cancel_at=5), dict(eos=eos, cancel_at=7, prefix_caching=False)):
+        want, got = _overlap_run(model, False, prompts, **kw), _overlap_run(model, True, prompts, **kw)
+        assert got[0] == want[0] and got[1] == want[1], kw
+        assert got[3] == want[3] and got[4] == want[4], kw
+        assert {k: v for k, v in got[2].items() if k != "overlapped"} == {
+            k: v for k, v in want[2].items() if k != "overlapped"}, kw
+        assert got[2]["overlapped"] > 0 and want[2]["overlapped"] == 0, kw
+
+
+def test_overlap_only_for_greedy_decode_steps(model):
+    "Sampling needs the logits of the step before: no step is queued ahead while a request samples."
+    from tffedu.sampling import SamplingParams
+    eng = Engine(model, overlap=True)
+    eng.add([1, 2, 3], params=SamplingParams(temperature=0.7, seed=1), max_new_tokens=12)
+    eng.add([4, 5, 6], max_new_tokens=12)
+    eng.run()
+    assert eng.stats["overlapped"] == 0
+    with pytest.raises(EngineError, match="overlap"):
+        Engine(model, overlap="yes")
+
+
+def test_ids_from_last_needs_the_rows_of_the_step_before(model):
+    "A step may take its ids from the step before only if that step had as many rows (and ids)."
+    from tffedu.errors import GraphError
+    from tffedu.runner import step_feed
+    eng = Engine(model, max_batch=4)
+    reqs = [eng.add([1, 2, 3, 4], max_new_tokens=4), eng.add([5, 6], max_new_tokens=4)]
+    eng.step()                                               # the prefill of both: next_ids [2]
+    cache, run = eng.cache, eng.runner
+    for r in reqs:
+        cache.extend(r.rid, [r.tokens[-1]])
+    dec = step_feed(cache, [r.rid for r in reqs], [r.seq_len - 1 for r in reqs], [1, 1], "decode")
+    want = run.launch("decode", dec).result()["next_ids"]
+    for r in reqs:
+        cache.extend(r.rid, [0])
+    nxt = step_feed(cache, [r.rid for r in reqs], [r.seq_len for r in reqs], [1, 1], "decode")
+    assert run.launch("decode", nxt, ids_from_last=True).result()["next_ids"].shape == want.shape
+    run.run("logits", step_feed(cache, [reqs[0].rid], [0], [cache.seq_len(reqs[0].rid)], "logits"))
+    with pytest.raises(GraphError, match="has 0 next_ids"):   # a logits step leaves none
+        run.launch("decode", nxt, ids_from_last=True)

@@ -1,8 +1,8 @@
 """Chapter 13's lowering pass (issue 12): which fusions fire where, and that they change nothing.
 
 * on any machine: the CUDA lowering of a Q8_0 decode graph turns each FFN's gate/up/swiglu into one
-  `matmul_swiglu`, both residual adds into `matmul_add`, and both norms into `rmsnorm_q8` (q, k
-  and v then read one quantization, `matmul_q8`); prefill graphs (T > 8 rows) and other weight
+  `matmul_swiglu`, both residual adds into `matmul_add`, both norms into `rmsnorm_q8`, and q, k
+  and v into one `matmul_cat` of one quantization, read through views; prefill graphs (T > 8 rows) and other weight
   types keep the plain ops; the CPU lowering is the identity;
 * on the GPU: greedy and sampled tokens of fused decode steps equal the unfused ones exactly.
 """
@@ -31,13 +31,17 @@ def files(tmp_path_factory):
     }
 
 
-def ops_of(path, kind, N, B, backend="cuda"):
+def lowered(path, kind, N, B, backend="cuda"):
     m = tffedu.load(path)
     cfg = m.config
     creator = CREATORS.create(cfg.arch, cfg, m.n_ctx, {n: w.dtype for n, w in m.weights.items()})
     pages = R.PagedGraphs(creator, (8, 16, cfg.n_head_kv, cfg.head_dim), F16)
-    g = R.lower(pages.build(kind, N, B, 2), backend)
-    return Counter(n.op for n in g.nodes if n.kind == "op"), cfg.n_layer
+    return R.lower(pages.build(kind, N, B, 2), backend)
+
+
+def ops_of(path, kind, N, B, backend="cuda"):
+    g = lowered(path, kind, N, B, backend)
+    return Counter(n.op for n in g.nodes if n.kind == "op"), tffedu.load(path).config.n_layer
 
 
 @pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0"])
@@ -46,9 +50,18 @@ def test_decode_fuses_the_gemv_epilogues(files, name, B):
     ops, L = ops_of(files[name], "decode", B, B)
     assert ops["matmul_swiglu"] == L and ops["matmul_add"] == 2 * L
     assert ops["swiglu"] == 0 and ops["add"] == 0
-    # q, k, v read one quantization of their norm, the output head one of the final norm
-    assert ops["rmsnorm_q8"] == 2 * L + 1 and ops["matmul_q8"] == 3 * L + 1
+    # q, k, v: one launch (matmul_cat, read through views) of one quantization of their norm;
+    # the output head reads one of the final norm
+    assert ops["rmsnorm_q8"] == 2 * L + 1 and ops["matmul_cat"] == L and ops["matmul_q8"] == 1
     assert ops["matmul"] == ops["rmsnorm"] == 0
+    g = lowered(files[name], "decode", B, B)
+    for cat in (n for n in g.nodes if n.op == "matmul_cat"):
+        parts = sorted((v for v in g.nodes if v.op == "view" and v.inputs[0] is cat),
+                       key=lambda v: v.attrs["offset"])
+        assert [v.name.rsplit(".", 1)[1] for v in parts] == ["q", "k", "v"]
+        # laid end to end: every element of the planar output is in exactly one part
+        assert [v.attrs["offset"] for v in parts] == np.cumsum([0] + [v.numel for v in parts[:-1]]).tolist()
+        assert sum(v.numel for v in parts) == cat.numel and cat.name.endswith(".qkv")
 
 
 def test_prefill_and_other_weights_keep_the_plain_ops(files):

@@ -233,6 +233,22 @@ for T, K, N in ((1, 64, 96), (3, 128, 200), (8, 96, 64), (9, 64, 130)):
                 return g / (1 + np.exp(-g)) * u
             return (lambda: ([x, wg, wu], {})), ref
 
+# q, k and v of one input in one launch: the planar concatenation of the matmuls
+for T, K, Ns in ((1, 64, (96, 32, 32)), (3, 256, (200, 40)), (6, 512, (130, 66, 66)), (33, 256, (128, 64, 64)),
+                 (9, 96, (64, 32, 32))):
+    @case("matmul_cat", f"T{T} {K}->{Ns} Q8_0", tol_gpu=3e-2, gpu_only=True)
+    def _(T=T, K=K, Ns=Ns):
+        x, ws = f32(T, K), [weight(f32(n, K, scale=0.1), "Q8_0") for n in Ns]
+        return (lambda: ([x, *ws], {})), (lambda a, kw: np.concatenate(
+            [(a[0].astype(np.float64) @ dequant(w).T).ravel() for w in a[1:]]))
+
+    if T <= 8:
+        @case("matmul_cat", f"T{T} {K}->{Ns} packed int8 x", tol_gpu=1e-5, gpu_only=True)
+        def _(T=T, K=K, Ns=Ns):
+            xq, ws = pack_q8(f32(T, K)), [weight(f32(n, K, scale=0.1), "Q8_0") for n in Ns]
+            return (lambda: ([xq, *ws], {})), (lambda a, kw: np.concatenate(
+                [(unpack_q8(a[0]) @ dequant(w).T).ravel() for w in a[1:]]))
+
 for T, D in ((1, 64), (3, 1024), (5, 1536), (8, 4096)):
     # quantization to int8 costs up to half a step of each 32-block's scale (amax / 254)
     @case("rmsnorm_q8", f"x[{T}, {D}]", tol_gpu=5e-3, gpu_only=True)

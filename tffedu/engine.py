@@ -21,7 +21,7 @@ from .errors import ContextOverflowError, EngineError, KVCacheError, ModelError,
 from .kvcache import KVCache
 from . import model as _model
 from .model import Generation, _stop_list
-from .runner import ModelRunner, step_feed
+from .runner import ModelRunner, Pending, step_feed
 from .sampling import SamplingParams, sample
 
 # %% auto #0
@@ -107,8 +107,10 @@ class Engine:
 
     def __init__(self, model, *, page_size: int = 32, num_pages: int | None = None,
                  max_batch: int = 16, token_budget: int = 512, prefix_caching: bool = True,
-                 max_graphs: int = 16, cuda_graphs: bool = True):
+                 max_graphs: int = 16, cuda_graphs: bool = True, overlap: bool | None = None):
         cfg = model.config
+        if overlap is not None and not isinstance(overlap, (bool, np.bool_)):
+            raise EngineError(f"Engine: overlap must be True, False or None, got {overlap!r}")
         for name, val in (("page_size", page_size), ("max_batch", max_batch),
                           ("token_budget", token_budget), ("max_graphs", max_graphs),
                           ("num_pages", 1 if num_pages is None else num_pages)):
@@ -123,13 +125,16 @@ class Engine:
         self.cache = KVCache(cfg.n_layer, cfg.n_head_kv, cfg.head_dim, int(num_pages), int(page_size),
                              dtype=None, prefix_caching=prefix_caching)
         self.runner = ModelRunner(model, self.cache, max_graphs=max_graphs, cuda_graphs=cuda_graphs)
+        # queue the next decode step before reading this one (on by default where steps are CUDA graphs)
+        self.overlap = self.runner.cuda_graphs if overlap is None else bool(overlap)
+        self._ahead: tuple | None = None           # (Step, Pending): a decode step queued, not yet read
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []           # admitted (still prefilling, or decoding), oldest first
         self.history: list[tuple[str, list[int], list[int]]] = []  # (kind, rids, chunks) per step
         self._next_rid = 0
         self.lock = threading.RLock()
         self.stats = dict(steps=0, prefill_tokens=0, prefill_chunks=0, cached_tokens=0,
-                          decode_tokens=0, mixed_steps=0, preempted=0)
+                          decode_tokens=0, mixed_steps=0, preempted=0, overlapped=0)
 
     @property
     def busy(self) -> bool:
@@ -266,18 +271,29 @@ Engine._schedule_prefills = _schedule_prefills
 Engine._schedule = _schedule
 
 # %% ../notebooks/14a_engine.ipynb #24627c63
-def _forward(self, step: Step, logits: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Greedy token ids [B] and, if a request that samples in this step needs them (or `logits`),
-    logits [B, V] of the last new token of every request in the step."""
-    B = len(step.reqs)
+def _launch(self, step: Step, logits: bool = False, ids_from_last: bool = False):
+    "Queue the step on the runner (logits if asked, or if a request that samples here needs them)."
     kind = "decode" if all(n == 1 for n in step.chunks) and self.runner.decode_kernel else "prefill"
     need_logits = logits or any(s and not _greedy(r.params) for r, s in zip(step.reqs, step.samples))
     feed = step_feed(self.cache, [r.rid for r in step.reqs], step.starts, step.chunks, kind)
-    out = self.runner.run(kind, feed, logits=need_logits)
+    return self.runner.launch(kind, feed, logits=need_logits, ids_from_last=ids_from_last)
+
+
+def _read(self, step: Step, pending) -> tuple[np.ndarray, np.ndarray | None]:
+    """Wait for a launched step: greedy token ids [B] and, if it computed them, logits [B, V] of the
+    last new token of every request in it; its tokens are computed now (of the requests still here)."""
+    out = pending.result()
     for req, n in zip(step.reqs, step.chunks):
-        self.cache.commit(req.rid, n)          # full pages become shareable
-    logits = out.get("logits")
+        if not req.done:                       # a request that ended meanwhile has no pages left
+            self.cache.commit(req.rid, n)      # full pages become shareable
+    B, logits = len(step.reqs), out.get("logits")
     return out["next_ids"][:B], (None if logits is None else logits[:B])
+
+
+def _forward(self, step: Step, logits: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Greedy token ids [B] and, if a request that samples in this step needs them (or `logits`),
+    logits [B, V] of the last new token of every request in the step."""
+    return self._read(step, self._launch(step, logits))
 
 
 def _logits(self, ids) -> np.ndarray:
@@ -301,18 +317,27 @@ def _greedy(p: SamplingParams) -> bool:
     return p.greedy and p.repetition_penalty == 1.0
 
 
+Engine._launch = _launch
+Engine._read = _read
 Engine._forward = _forward
 Engine.logits = _logits
 
 # %% ../notebooks/14a_engine.ipynb #33c6e41e
 def _step(self) -> list[tuple[Request, int]]:
-    "One step: schedule, forward, sample. Returns the (request, new token) pairs."
+    """One step: schedule, launch, (queue the next decode step,) read, sample. Returns the
+    (request, new token) pairs."""
     with self.lock:
-        step = self._schedule()
+        step, pending, whole = self._take_ahead()
         if step is None:
-            return []
+            step = self._schedule()
+            if step is None:
+                return []
+            pending, whole = self._launch(step), True
         samples = step.samples                 # read before any token is appended
-        ids, logits = self._forward(step)
+        # the GPU runs on while this step's tokens come back (row for row the step just launched)
+        self._ahead = self._go_ahead(step) if whole else None
+        ahead = set(map(id, self._ahead[0].reqs)) if self._ahead else ()
+        ids, logits = self._read(step, pending)
         now = time.perf_counter()
         self._count(step)
         out = []
@@ -324,10 +349,47 @@ def _step(self) -> list[tuple[Request, int]]:
             else:
                 tok = int(sample(logits[b], req.params, req.rng, context=req.seq))
             req.tokens.append(tok)
+            if id(req) in ahead:               # the queued step decodes it: its slot gets the token
+                self.cache.set_token(req.rid, req.seq_len - 1, tok)
             req.t_first = req.t_first or now
             out.append((req, tok))
             self._maybe_finish(req, tok, now)
         return out
+
+
+def _take_ahead(self) -> tuple:
+    """(step, pending, whole): the queued decode step, without the rows of requests that ended (or
+    were cancelled) since it was queued — their rows were computed for nothing; `whole` if none
+    was dropped. (None, None, False) if there is none, or nothing left of it."""
+    if self._ahead is None:
+        return None, None, False
+    (step, pending), self._ahead = self._ahead, None
+    live = [b for b, r in enumerate(step.reqs) if not r.done]
+    if len(live) == len(step.reqs):
+        return step, pending, True
+    ids = pending.result()["next_ids"]         # wait: nothing of it may run on after this point
+    if not live:
+        return None, None, False
+    kept = Step([step.reqs[b] for b in live], [step.starts[b] for b in live], [1] * len(live), len(live))
+    return kept, Pending({"next_ids": ids[live]}), False
+
+
+def _go_ahead(self, step: Step):
+    """Queue the decode step after `step` before its tokens are read: each row's token id is the one
+    `step` samples, copied on the device (`ids_from_last`); its slot is reserved now and gets the
+    token once it is known. Only where nothing can change the batch but an end of text: a decode
+    step of greedy requests, none ending by length, nobody waiting, pages for everyone."""
+    if (not self.overlap or step.kind != "decode" or self.waiting
+            or any(r.done or not _greedy(r.params) or len(r.tokens) + 2 > r.max_new_tokens for r in step.reqs)
+            or sum(self.cache.extend_cost(r.rid) for r in step.reqs) > self.cache.n_free_pages):
+        return None
+    nxt = Step()
+    for req in step.reqs:
+        self.cache.extend(req.rid, [0])        # a placeholder for the token `step` samples
+        nxt.add(req, req.seq_len, 1)           # that token's position: decoded by the next step
+    nxt.n_decode = len(nxt.reqs)
+    self.stats["overlapped"] += 1
+    return nxt, self._launch(nxt, ids_from_last=True)
 
 
 def _count(self, step: Step) -> None:
@@ -344,6 +406,8 @@ def _count(self, step: Step) -> None:
 
 
 Engine.step = _step
+Engine._take_ahead = _take_ahead
+Engine._go_ahead = _go_ahead
 Engine._count = _count
 
 # %% ../notebooks/14a_engine.ipynb #c1a0d006

@@ -306,8 +306,19 @@ def _commit(self, seq_id, n: int) -> None:
             self.pool.publish(seq.pages[i], h, page_tokens)
 
 
+def _set_token(self, seq_id, pos: int, token: int) -> None:
+    """The token at an uncomputed position: a slot reserved by `extend` before its token was known
+    (a decode step queued before the host read the step that samples it, chapter 14a)."""
+    seq = self._seq(seq_id)
+    if not seq.n_computed <= pos < len(seq.tokens):
+        raise KVCacheError(f"sequence {seq_id!r}: position {pos} is not a reserved, uncomputed slot "
+                           f"({seq.n_computed}..{len(seq.tokens) - 1})")
+    seq.tokens[pos] = int(token)
+
+
 KVCache.extend_cost = _extend_cost
 KVCache.extend = _extend
+KVCache.set_token = _set_token
 KVCache.slots = _slots
 KVCache.slot_mapping = _slot_mapping
 KVCache._storage = _storage

@@ -10,6 +10,7 @@ is one forward pass; the engine (chapter 14a) schedules the steps and samples th
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import weakref
@@ -27,7 +28,7 @@ from .tensor import F16, F32, I8, I32, Tensor
 
 # %% auto #0
 __all__ = ['GPU_WEIGHT_TYPES', 'KINDS', 'LOWERINGS', 'device_weights', 'PagedGraphs', 'lower', 'bucket', 'step_feed',
-           'ModelRunner', 'op_timeline', 'op_bytes']
+           'ModelRunner', 'Pending', 'op_timeline', 'op_bytes']
 
 # %% ../notebooks/13_gpu_runtime.ipynb #27374d94
 GPU_WEIGHT_TYPES = ("Q8_0", "F16", "BF16", "F32")     # what the CUDA kernels read as stored
@@ -153,11 +154,42 @@ def _fuse_matmul_add(n: Node, users) -> Node | None:
     return None
 
 
+def _fuse_siblings(graph: Graph) -> Graph:
+    """matmuls of one input whose kernels can stream all their weights at once -> one `matmul_cat`
+    (planar output) and a `view` of it in place of each: q, k and v of a block in one launch."""
+    made: dict[Node, tuple] = {}                   # input -> (the matmul_cat, its parts in order)
+
+    def group(x: Node, users) -> list[Node]:
+        ms = [u for u in users[x] if u is not None and u.op == "matmul" and u.inputs[0] is x
+              and u.inputs[1].kind == "weight" and _fuses(u)]
+        return [m for m in ms if m.inputs[1].dtype == ms[0].inputs[1].dtype][:3]
+
+    def rule(n: Node, users) -> Node | None:
+        if n.op != "matmul":
+            return None
+        x = n.inputs[0]
+        if x not in made:
+            ms = group(x, users)
+            if len(ms) < 2:
+                return None
+            T = int(np.prod(x.shape[:-1], dtype=np.int64))
+            head = os.path.commonprefix([m.name for m in ms])
+            cat = Node("op", head + "".join(m.name[len(head):] for m in ms), (T * sum(m.shape[-1] for m in ms),),
+                       F32, "matmul_cat", (x, *(m.inputs[1] for m in ms)))
+            made[x] = cat, ms
+        cat, ms = made[x]
+        if n not in ms:
+            return None
+        off = sum(m.numel for m in ms[:ms.index(n)])
+        return Node("op", n.name, n.shape, n.dtype, "view", (cat,), {"shape": n.shape, "offset": off})
+    return fuse(graph, [rule])
+
+
 def _norm_feeds_gemvs(r: Node, users) -> bool:
     "An rmsnorm [T, D] read only as the activations of GEMV-v3 matmuls (D % 32 == 0)."
     return (r.kind == "op" and r.op == "rmsnorm" and len(r.inputs) == 2 and len(r.shape) == 2
             and r.shape[-1] % 32 == 0 and r.inputs[0].dtype == F32 and bool(users[r])
-            and all(u is not None and u.op in ("matmul", "matmul_swiglu") and u.inputs[0] is r
+            and all(u is not None and u.op in ("matmul", "matmul_swiglu", "matmul_cat") and u.inputs[0] is r
                     and r not in u.inputs[1:] and _in_gemv(u) for u in users[r]))
 
 
@@ -172,14 +204,16 @@ def _fuse_norm_quant(n: Node, users) -> Node | None:
     return None
 
 
-# backend -> passes, each a list of fusion rules (a pass sees the graph the previous one made)
-LOWERINGS = {"cpu": [], "cuda": [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], [_fuse_norm_quant]]}
+# backend -> passes, each a list of fusion rules or a function of the graph (a pass sees the graph
+# the previous one made)
+LOWERINGS = {"cpu": [], "cuda": [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], _fuse_siblings,
+                                 [_fuse_norm_quant]]}
 
 
 def lower(graph: Graph, backend: str) -> Graph:
     "The graph with the backend's fusion passes applied (the same graph when it has none)."
     for rules in LOWERINGS.get(backend, []):
-        graph = fuse(graph, rules)
+        graph = rules(graph) if callable(rules) else fuse(graph, rules)
     return graph
 
 # %% ../notebooks/13_gpu_runtime.ipynb #f32a294f
@@ -259,6 +293,8 @@ class ModelRunner:
         self.captured: dict = {}                       # (kind, N, B, P) -> CudaGraph
         self._block = None                             # the memory every executor shares
         self.stats = dict(eager=0, captured=0, replayed=0, arena_bytes=0)
+        self._last, self._n_last = None, 0             # the last step's next_ids, for `launch`
+        self._host, self._flip = None, 0               # two page-locked buffers they come back to
 
     def _zeros(self, shape, dtype):
         if self.device == "cpu":
@@ -299,16 +335,47 @@ def _executor(self, kind: str, N: int, B: int, P: int) -> Executor:
 ModelRunner.executor = _executor
 
 # %% ../notebooks/13_gpu_runtime.ipynb #667d54e0
+class Pending:
+    "A step launched on the runner's stream; `result()` waits for it and returns its host arrays."
+
+    def __init__(self, out: dict, ex=None, event=None, ids=None, logits: bool = False):
+        self._out, self._ex, self._event, self._ids, self._logits = out, ex, event, ids, logits
+
+    def result(self) -> dict[str, np.ndarray]:
+        if self._event is not None:                # CUDA: the ids were copied back asynchronously
+            self._event.synchronize()
+            self._out["next_ids"] = self._ids.copy()
+            if self._logits:
+                self._out["logits"] = self._ex.output("logits")
+            self._event = None
+        return self._out
+
+
 def _run(self, kind: str, feed: dict, logits: bool = False) -> dict[str, np.ndarray]:
     """One forward pass of the bucket `feed`'s shapes give. Returns host arrays: `next_ids`
     (not for kind "logits") and, when asked or for kind "logits", `logits`."""
+    return self.launch(kind, feed, logits).result()
+
+
+def _launch(self, kind: str, feed: dict, logits: bool = False, ids_from_last: bool = False) -> Pending:
+    """`run` without waiting: on CUDA the step is queued on the runner's stream, its greedy ids
+    copied back to page-locked host memory as it ends, and the host is free until `result()`.
+    `ids_from_last`: the step's token ids are the previous step's `next_ids`, copied on the device
+    (a decode step queued before the host has read the tokens it decodes; same rows)."""
     if self.device == "cuda":
         from tffedu.device import cuda_context
         cuda_context()                             # current on this thread too
     N, B, P = len(feed["ids"]), len(feed["seq_lens"]), feed["page_tables"].shape[1]
     key = (kind, N, B, P)
     ex = self.executor(kind, N, B, P)
+    if ids_from_last and self._n_last < N:
+        raise GraphError(f"ids_from_last: the step before has {self._n_last} next_ids, this one decodes {N}")
+    if ids_from_last and self.device == "cpu":
+        feed = dict(feed, ids=self._last[:N])
     ex.load(feed)
+    if ids_from_last and self.device == "cuda":
+        from tffedu.device import cuda_driver
+        cuda_driver().memcpy_dtod_async(ex.inputs["ids"].data_ptr(), self._last.data_ptr(), 4 * N, self.stream)
     if kind == "decode" and self.cuda_graphs:
         g = self.captured.get(key)
         if g is None:
@@ -322,15 +389,39 @@ def _run(self, kind: str, feed: dict, logits: bool = False) -> dict[str, np.ndar
     else:
         ex.launch()
         self.stats["eager"] += 1
-    out = {}
-    if kind != "logits":
-        out["next_ids"] = ex.output("next_ids")
-    if logits or kind == "logits":
-        out["logits"] = ex.output("logits")
-    return out
+    logits = logits or kind == "logits"
+    if kind == "logits":
+        self._n_last = 0                           # no ids for a next step to decode
+        return Pending({"logits": ex.output("logits")})
+    self._n_last = len(feed["seq_lens"])
+    if self.device == "cpu":
+        self._last = ex.output("next_ids")
+        return Pending({"next_ids": self._last, **({"logits": ex.output("logits")} if logits else {})})
+    return Pending({}, ex, *self._ids_back(ex.output("next_ids", copy=False)), logits)
+
+
+def _ids_back(self, ids) -> tuple:
+    """Queue the step's next_ids [n] (a view into the arena) to stay on the device (for the next
+    step's `ids_from_last`) and to come back to the host; (event, host array) of that copy."""
+    from tffedu.device import cuda_driver
+    from tffedu.memory import MemoryBlock, PinnedAllocator
+    drv, n = cuda_driver(), ids.shape[0]
+    if self._last is None or self._last.shape[0] < n:
+        self._last = Tensor.empty((n,), I32, "cuda")
+        # two page-locked buffers: a step may be queued before the last one is read
+        self._host = [MemoryBlock(4 * n, "cpu", PinnedAllocator(), dtype="ids") for _ in range(2)]
+    drv.memcpy_dtod_async(self._last.data_ptr(), ids.data_ptr(), 4 * n, self.stream)
+    self._flip ^= 1
+    host = self._host[self._flip].host.view(np.int32)[:n]
+    drv.memcpy_dtoh_async(host, ids.data_ptr(), self.stream)
+    event = drv.Event()
+    event.record(self.stream)
+    return event, host
 
 
 ModelRunner.run = _run
+ModelRunner.launch = _launch
+ModelRunner._ids_back = _ids_back
 
 # %% ../notebooks/13_gpu_runtime.ipynb #fa6f1623
 def op_timeline(ex: Executor, repeat: int = 10, reps: int = 5) -> list[dict]:

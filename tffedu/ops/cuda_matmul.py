@@ -30,7 +30,7 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm',
            'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available',
            'q8_gemm_smem', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes', 'q8_gemm_launcher', 'q8_gemm',
-           'bench_q8_gemm', 'matmul', 'matmul_add', 'matmul_swiglu', 'rmsnorm_q8', 'matmul_q8']
+           'bench_q8_gemm', 'matmul', 'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -250,10 +250,18 @@ def gemv_config(T: int) -> tuple:
     return GEMV_DEFAULT.get(int(T), GEMV_DEFAULT_BIG)
 
 # %% ../../notebooks/11_matmul.ipynb #74496ad7
+def _cat_parts(cat, w) -> tuple:
+    "The (address, rows) of the matrices after w in a cat launch, padded to two (an empty one: w, 0 rows)."
+    parts = [(_p(m), int(n)) for m, n in cat]
+    if not 1 <= len(parts) <= 2 or any(n < 1 for _, n in parts):
+        raise ShapeError(f"cat takes one or two (matrix, rows >= 1) pairs after w, got {[n for _, n in parts]} rows")
+    return tuple(parts + [(_p(w), 0)] * (2 - len(parts)))
+
+
 def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a", stream=None,
                        rows: int | None = None, warps: int | None = None, stages: int | None = None,
                        x_dtype: str = "F32", xq=None, xd=None, quantize: bool = True,
-                       blocks_per_sm: int | None = None, res=None, w2=None):
+                       blocks_per_sm: int | None = None, res=None, w2=None, cat=None):
     """A zero-argument callable that launches the Q8_0 GEMV y f32 [T, N] = x [T, K] @ dequant(w).T
     (w raw Q8_0 [N, K/32*34] on the device); all the Python work is done once, here.
 
@@ -263,7 +271,9 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
     count and the occupancy; `blocks_per_sm` overrides the occupancy).
     rows/warps/stages: v3's tiling (None: `gemv_config(T)`); v2 uses `warps` (default 4).
     Epilogues of v3: `res` (f32 [T, N]) gives y = res + x @ w.T; `w2` (a second Q8_0 matrix of w's
-    shape) gives y = silu(x @ w.T) * (x @ w2.T) — gate, up and SwiGLU in one launch."""
+    shape) gives y = silu(x @ w.T) * (x @ w2.T) — gate, up and SwiGLU in one launch; `cat` (one or
+    two (matrix, rows) pairs: Q8_0 matrices of w's K) streams their rows after w's, y planar: x @ w.T
+    [T, N], then x @ wi.T [T, rows] each — q, k and v of one input in one launch."""
     N, K, T = int(N), int(K), int(T)
     r0, w0, s0 = gemv_config(T)
     if w2 is not None:                 # gate + up stream twice the rows: half as many outputs per warp
@@ -307,9 +317,15 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
     defines = {"BATCH": T, "ROWS": rows, "WARPS": warps, "NSTAGE": stages}
     g, b, args = (math.ceil(N / (rows * warps)), 1, 1), (32 * warps, 1, 1), (wp, xq, xd, yp, np.int32(N), np.int32(K))
     smem = 0
-    if res is not None or w2 is not None:
-        if version != "dp4a" or (res is not None and w2 is not None):
-            raise ShapeError("one epilogue (res or w2) at a time, on GEMV v3 (version='dp4a')")
+    epilogues = sum(e is not None for e in (res, w2, cat))
+    if epilogues > 1 or (epilogues and version != "dp4a"):
+        raise ShapeError("one epilogue (res, w2 or cat) at a time, on GEMV v3 (version='dp4a')")
+    if cat is not None:
+        (w1, n1), (w3, n3) = _cat_parts(cat, w)
+        f = kernel("gemv_q8_0.cu", "gemv_q8_0_dp4a_cat", "PPPPPPiiii", defines)
+        g = (math.ceil((N + n1 + n3) / (rows * warps)), 1, 1)
+        args = (wp, w1, w3, xq, xd, yp, np.int32(N + n1 + n3), np.int32(K), np.int32(N), np.int32(N + n1))
+    elif res is not None or w2 is not None:
         if res is not None and rows * T > 32:
             raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
         if w2 is not None:                     # twice the rows in flight: dynamic shared memory
@@ -643,59 +659,71 @@ def _q8_keys(cfg) -> dict:
 
 def q8_gemm_part_bytes(M: int, N: int, K: int, epilogue: str | None = None, **cfg) -> int:
     """Workspace bytes of the partial sums: splits x M x N f32 when the launch is split along K or
-    has an epilogue ("res": + a residual; "pair": a second weight, silu(x @ w.T) * (x @ w2.T)),
-    twice that for a pair; 0 for a plain launch in one piece."""
+    has an epilogue ("res": + a residual; "pair": a second weight, silu(x @ w.T) * (x @ w2.T), one grid
+    of 2N rows split as N rows would be: twice that); 0 for a plain launch in one piece. A cat launch:
+    N = all its rows."""
+    rows = 2 * N if epilogue == "pair" else N
     c = q8_gemm_config(M, N, K, **_q8_keys(cfg))
     if c["splits"] == 1 and not epilogue:
         return 0
-    return (2 if epilogue == "pair" else 1) * c["splits"] * M * N * 4
+    return c["splits"] * M * rows * 4
 
 
 def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
-                     part=None, stream=None, res=None, w2=None):
+                     part=None, stream=None, res=None, w2=None, cat=None):
     """A zero-argument callable launching version 6: y f32 [M, ldy] (columns [0, N)) = x f16 [M, K] @
     dequant(w).T, w raw Q8_0 [N, K/32*34]. `cfg`: q8_gemm_config's keys (missing ones chosen);
     `part`: q8_gemm_part_bytes of device scratch when the launch is split along K or has an epilogue:
-    `res` (f32 [M, N]) adds a residual, `w2` (Q8_0 like w) makes y = silu(x @ w.T) * (x @ w2.T). The
-    split's reduction does the epilogue, so the fused ops cost no extra kernel."""
+    `res` (f32 [M, N]) adds a residual, `w2` (Q8_0 like w) makes y = silu(x @ w.T) * (x @ w2.T) (gate
+    and up rows in one grid). The split's reduction does the epilogue, so the fused ops cost no extra
+    kernel. `cat` (one or two (matrix, rows) pairs, Q8_0 of w's K): their rows after w's in one grid,
+    y planar — x @ w.T [M, N], then x @ wi.T [M, rows] each (no ldy)."""
     M, N, K = int(M), int(N), int(K)
     if K % 256 or K < 256 or M < 1 or N < 1:
         raise ShapeError(f"the Q8_0 tensor-core GEMM needs M, N >= 1 and K a positive multiple of 256, "
                          f"got M={M}, N={N}, K={K}")
-    c = q8_gemm_config(M, N, K, **_q8_keys(cfg))
+    if sum(e is not None for e in (res, w2, cat)) > 1 or (cat is not None and ldy not in (None, N)):
+        raise ShapeError("one epilogue (res, w2 or cat) at a time, and a cat launch has no ldy (its parts are planar)")
+    if cat is not None:
+        (w1, n1), (w3, n3) = _cat_parts(cat, w)
+    else:                                   # a pair: the up rows after the gate's, in one grid
+        (w1, n1), (w3, n3) = (_p(w2) if w2 is not None else _p(w), N if w2 is not None else 0), (_p(w), 0)
+    rows = N + n1 + n3                      # every weight row the grid streams
+    # a pair is split as its gate alone would be: the same sums, in the same order, as two matmuls
+    c = q8_gemm_config(M, N if w2 is not None else rows, K, **_q8_keys(cfg))
     defines = {k: c[k] for k in ("BT", "STAGES")}
-    f = _kernel90a("matmul_q8_wgmma.cu", "matmul_q8_0_wgmma", "PPPiiiii", defines)
+    f = _kernel90a("matmul_q8_wgmma.cu", "matmul_q8_0_wgmma", "PPPPPiiiiiii", defines)
     smem = q8_gemm_smem(c)
     set_smem(f, smem)
-    g, b = (math.ceil(M / c["BT"]), math.ceil(N / 128), c["splits"]), (256, 1, 1)
-    tail = (np.int32(M), np.int32(N), np.int32(K))
+    g, b = (math.ceil(M / c["BT"]), math.ceil(rows / 128), c["splits"]), (256, 1, 1)
+    head = (_p(x), _p(w), w1, w3)
+    tail = (np.int32(M), np.int32(rows), np.int32(K))
+    bounds = (np.int32(c["st_per"]), np.int32(N), np.int32(N + n1))
     if c["splits"] == 1 and res is None and w2 is None:
-        args = (_p(x), _p(w), _p(y), *tail, np.int32(ldy or N), np.int32(c["st_per"]))
+        args = (*head, _p(y), *tail, np.int32(ldy or rows), *bounds)
         return lambda: f.prepared_async_call(g, b, stream, *args, shared_size=smem)
     if part is None:
-        need = q8_gemm_part_bytes(M, N, K, "pair" if w2 is not None else "res" if res is not None else None, **c)
+        ep = "pair" if w2 is not None else "res" if res is not None else None
+        need = q8_gemm_part_bytes(M, N if ep == "pair" else rows, K, ep, **c)
         raise ShapeError(f"this launch (split {c['splits']} ways along K, or with an epilogue) needs part= "
                          f"({need} bytes of scratch)")
     red = _kernel90a("matmul_q8_wgmma.cu", "q8_splitk_reduce", "PPiiiiPi", defines)
-    pp = _p(part)
-    mains = [(_p(x), _p(w), pp, *tail, np.int32(N), np.int32(c["st_per"]))]
-    if w2 is not None:                      # the up projection's partial sums after the gate's
-        mains.append((_p(x), _p(w2), pp + c["splits"] * M * N * 4, *tail, np.int32(N), np.int32(c["st_per"])))
-    rargs = (pp, _p(y), np.int32(M), np.int32(N), np.int32(ldy or N), np.int32(c["splits"]),
+    args = (*head, _p(part), *tail, np.int32(rows), *bounds)      # split z: its planar slice of part
+    n_out = N if w2 is not None else rows
+    rargs = (_p(part), _p(y), np.int32(M), np.int32(n_out), np.int32(ldy or n_out), np.int32(c["splits"]),
              _p(res) if res is not None else np.uintp(0), np.int32(w2 is not None))
-    rg = _grid1d(M * N)
+    rg = _grid1d(M * n_out)
 
     def go():
-        for args in mains:
-            f.prepared_async_call(g, b, stream, *args, shared_size=smem)
+        f.prepared_async_call(g, b, stream, *args, shared_size=smem)
         red.prepared_async_call(rg, (256, 1, 1), stream, *rargs)
     return go
 
 
 def q8_gemm(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
-            part=None, stream=None, res=None, w2=None):
+            part=None, stream=None, res=None, w2=None, cat=None):
     "Launch version 6 once (see `q8_gemm_launcher`)."
-    q8_gemm_launcher(x, w, y, M, N, K, cfg, ldy, part, stream, res, w2)()
+    q8_gemm_launcher(x, w, y, M, N, K, cfg, ldy, part, stream, res, w2, cat)()
 
 # %% ../../notebooks/11_matmul.ipynb #22760a66
 QWEN3_8B_GEMM_SHAPES = [(4096, 4096), (4096, 1024), (4096, 12288), (12288, 4096)]   # (K, N): q/o, k/v, gate/up, down
@@ -859,7 +887,8 @@ def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = No
 
 def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K: int, ws: Workspace,
                  stream=None, **epilogue):
-    "y [T, N] = x @ w.T at device addresses, scratch from `ws`; `epilogue` (res= / w2=) for GEMV v3 and v6."
+    """y [T, N] = x @ w.T at device addresses, scratch from `ws`; `epilogue` (res= / w2= / cat=) for GEMV v3
+    and v6 (cat: more (address, rows) weights after w, y planar — `matmul_cat`)."""
     if K == 0:
         _drv().memset_d32_async(yp, 0, T * N, stream)
         return
@@ -879,7 +908,8 @@ def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K:
             cast_raw("F32", "F16", xp, xh, T * K, stream)
         if q8_gemm_available(K, T):                        # v6: Q8_0 straight into wgmma (its epilogue)
             ep = "pair" if "w2" in epilogue else "res" if "res" in epilogue else None
-            q8_gemm(xh, wp, yp, T, N, K, part=ws.take(q8_gemm_part_bytes(T, N, K, ep)), stream=stream, **epilogue)
+            rows = N + sum(n for _, n in epilogue.get("cat", ()))
+            q8_gemm(xh, wp, yp, T, N, K, part=ws.take(q8_gemm_part_bytes(T, rows, K, ep)), stream=stream, **epilogue)
         elif epilogue:
             raise ShapeError("the slab path has no epilogue: call the matmul, then the op")
         else:
@@ -969,6 +999,48 @@ def matmul_swiglu(x, wg, wu, out=None, stream=None, workspace=None, w_dtype: str
     launch(kernel("elementwise.cu", "swiglu_v1", "PPPl"), ((T * N + 255) // 256,), (256,), stream,
            yp, up, yp, np.int64(T * N))
     return out
+
+# %% ../../notebooks/11_matmul.ipynb #5c73b70d
+def _matmul_cat_workspace(x, *ws, **a) -> int:
+    "Scratch of one launch over all the rows, or of the largest part's matmul where they run one by one."
+    T = int(np.prod(x.shape[:-1], dtype=np.int64)) if len(x.shape) > 1 else 1
+    Ns = [w.shape[0] for w in ws]
+    return max(workspace_bytes(*_matmul_pieces(T, x.shape[-1], n, x.dtype.name, ws[0].dtype.name))
+               for n in [sum(Ns), *Ns])
+
+
+@OPS.register("matmul_cat", "cuda")
+@with_workspace(_matmul_cat_workspace)
+def matmul_cat(x, w0, w1, w2=None, out=None, stream=None, workspace=None, w_dtype: str | None = None):
+    """x @ w.T for two or three weights (one K, one dtype) in one planar f32 output [T*N0 + T*N1 (+ T*N2)]:
+    each product's [T, Ni] after the previous one, so every part is a contiguous tensor (a `view` with an
+    offset, chapter 05). Q8_0 weights where GEMV v3 or version 6 runs: one launch, and one quantization
+    or cast of x; the rest: one matmul per weight. x F32/F16 [..., K], or packed I8 (`rmsnorm_q8`)."""
+    weights = [w for w in (w0, w1, w2) if w is not None]
+    T, N, K, xk, wk, _ = _matmul_args(x, w0, w_dtype)
+    Ns = [N]
+    for i, w in enumerate(weights[1:], 1):
+        k2, n2, K2 = _w_info(w, w_dtype)
+        if (k2, K2) != (wk, K):
+            raise ShapeError(f"matmul_cat: weight {i} is [{n2}, {K2}] {k2}, weight 0 is [{N}, {K}] {wk}: "
+                             "one K and one dtype")
+        Ns.append(n2)
+    out = output(out, x, (T * sum(Ns),), "F32")
+    if T == 0 or sum(Ns) == 0:
+        return out
+    ws = Workspace(workspace, max(workspace_bytes(*_matmul_pieces(T, K, n, xk, wk)) for n in [sum(Ns), *Ns]))
+    xp, yp = ptr(x, "x"), ptr(out, "out")
+    if K and min(Ns) and (xk == "I8" or _epilogue_fused(wk, T, K)):
+        _matmul_into(xp, xk, ptr(w0, "w0"), wk, yp, T, N, K, ws, stream,
+                     cat=[(ptr(w, f"w{i}"), n) for i, (w, n) in enumerate(zip(weights[1:], Ns[1:]), 1)])
+        return out
+    for i, (w, n) in enumerate(zip(weights, Ns)):         # one by one, into their places
+        mark = ws.ptr
+        if n:
+            _matmul_into(xp, xk, ptr(w, f"w{i}"), wk, yp + 4 * T * sum(Ns[:i]), T, n, K, ws, stream)
+        ws.ptr = mark
+    return out
+
 
 # %% ../../notebooks/11_matmul.ipynb #203beea8
 # Packed activations: what the GEMVs of one norm's output would each quantize, quantized once.
