@@ -4,7 +4,7 @@ Write each function, then check it: pytest tests/exercises -k ch13
 (the reference answers are in solutions/ch13.py: look once you have tried)
 """
 from dataclasses import replace
-__all__ = ['step_input_bytes', 'padding', 'fuse_qk_norm_rope']
+__all__ = ['step_input_bytes', 'padding', 'fuse_qk_norm_rope', 'planar_index']
 
 
 def step_input_bytes(B, max_pages, align=256):
@@ -29,3 +29,11 @@ def fuse_qk_norm_rope(n, users):
     of `n` with op 'qk_norm_rope', inputs (x, w, pos) and attrs {'eps': the norm's eps (default
     1e-6), **the rope's attrs}. Else None."""
     raise NotImplementedError("ch13: fuse_qk_norm_rope is yours to write")
+
+
+def planar_index(t, n, T, Ns):
+    """Exercise 13.4 (medium): where `matmul_cat` puts element (t, n) of the products laid side by
+    side, x @ [w0; w1; ...].T (T rows, sum(Ns) columns): its output is planar, each product's
+    [T, Ns[i]] block after the previous one. Return the flat index (an int); an IndexError
+    outside the T x sum(Ns) products."""
+    raise NotImplementedError("ch13: planar_index is yours to write")

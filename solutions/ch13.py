@@ -1,7 +1,7 @@
 """Chapter 13 (the GPU runtime): reference solutions."""
 from dataclasses import replace
 
-__all__ = ["step_input_bytes", "padding", "fuse_qk_norm_rope"]
+__all__ = ["step_input_bytes", "padding", "fuse_qk_norm_rope", "planar_index"]
 
 
 def step_input_bytes(B, max_pages, align=256):
@@ -40,3 +40,17 @@ def fuse_qk_norm_rope(n, users):
         return None
     x, w = r.inputs
     return replace(n, op="qk_norm_rope", inputs=(x, w, pos), attrs={"eps": r.attrs.get("eps", 1e-6), **n.attrs})
+
+
+def planar_index(t, n, T, Ns):
+    """Exercise 13.4 (medium): where `matmul_cat` puts element (t, n) of the products laid side by
+    side, x @ [w0; w1; ...].T (T rows, sum(Ns) columns): its output is planar, each product's
+    [T, Ns[i]] block after the previous one. Return the flat index (an int); an IndexError
+    outside the T x sum(Ns) products."""
+    if not (0 <= t < T and 0 <= n < sum(Ns)):
+        raise IndexError(f"({t}, {n}) is outside {T} x {sum(Ns)}")
+    start = 0
+    for rows in Ns:
+        if n < start + rows:
+            return T * start + t * rows + (n - start)
+        start += rows

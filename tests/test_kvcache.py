@@ -364,3 +364,21 @@ def test_batch_tables_and_errors():
         c.admit("z", [])
     with pytest.raises(KVCacheError):
         KVCache(1, 1, 2, 0)
+
+
+def test_set_token_fills_only_a_reserved_slot():
+    "A slot reserved before its token was known (chapter 14a's overlap) takes the token; nothing else does."
+    c = make(P=4)
+    c.admit("x", [1, 2, 3, 4, 5])
+    c.commit("x", 5)
+    c.extend("x", [0])                                # position 5: reserved, token unknown
+    c.set_token("x", 5, 42)
+    assert c.seqs["x"].tokens == [1, 2, 3, 4, 5, 42]
+    for pos in (4, 6, -1):                           # computed, past the end, negative
+        with pytest.raises(KVCacheError, match="not a reserved"):
+            c.set_token("x", pos, 7)
+    c.commit("x", 1)
+    with pytest.raises(KVCacheError, match="not a reserved"):
+        c.set_token("x", 5, 7)                       # computed now: its K/V may be shared
+    with pytest.raises(KVCacheError, match="unknown sequence"):
+        c.set_token("nobody", 0, 1)

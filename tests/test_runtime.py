@@ -142,6 +142,9 @@ def test_views_at_offsets_are_parts_of_one_output():
         g.op("view", both, shape=(3, 3), offset=16)
     with pytest.raises(ShapeError, match="not all in"):
         g.op("view", both, shape=(2,), offset=-1)
+    for bad in (1.5, "3", True):
+        with pytest.raises(ShapeError, match="offset must be an integer"):
+            g.op("view", both, shape=(2,), offset=bad)
 
 
 def test_int_inputs_are_converted_and_shapes_checked():

@@ -165,7 +165,9 @@ def _reshape(ins, attrs):
 
 def _view(ins, attrs):
     "The input's elements from `offset` on, seen as `shape`: a slice of contiguous memory, no copy."
-    x, shape, off = ins[0], tuple(int(s) for s in attrs.get("shape", ())), int(attrs.get("offset", 0))
+    x, shape, off = ins[0], tuple(int(s) for s in attrs.get("shape", ())), attrs.get("offset", 0)
+    _need(isinstance(off, (int, np.integer)) and not isinstance(off, (bool, np.bool_)), "view",
+          f"offset must be an integer number of elements, got {off!r}", x)
     _need(off >= 0 and off + int(np.prod(shape, dtype=np.int64)) <= x.numel, "view",
           f"elements {off}..{off + int(np.prod(shape, dtype=np.int64)) - 1} are not all in {x.numel}", x)
     return shape, x.dtype

@@ -1,6 +1,7 @@
 """Chapter 13 exercises: what a step copies (reference: the executor's own layout), bucket
-padding (reference: brute force), and the qk-norm + RoPE lowering rule (reference: the runner's
-`lower` on real Qwen3 graphs, and the numbers of the unfused graph)."""
+padding (reference: brute force), the qk-norm + RoPE lowering rule (reference: the runner's
+`lower` on real Qwen3 graphs, and the numbers of the unfused graph), and matmul_cat's planar
+layout (reference: numpy's products, each alone and side by side)."""
 from dataclasses import replace
 
 import numpy as np
@@ -78,6 +79,22 @@ def test_ch13_3_fuse_qk_norm_rope(impl):
     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
 
 
+def test_ch13_4_planar_index(impl):
+    """Against numpy: the planar output built from each product alone must hold, at every index the
+    answer gives, the element of the products computed side by side."""
+    rng = np.random.default_rng(4)
+    for T, Ns in ((1, (8, 4, 4)), (3, (5, 2)), (4, (16, 4, 4)), (7, (1, 9, 3))):
+        x = rng.standard_normal((T, 6))
+        ws = [rng.standard_normal((n, 6)) for n in Ns]
+        planar = np.concatenate([(x @ w.T).ravel() for w in ws])      # what matmul_cat writes
+        side = x @ np.concatenate(ws).T                                 # [T, sum(Ns)]
+        got = np.array([[impl.planar_index(t, n, T, Ns) for n in range(sum(Ns))] for t in range(T)])
+        assert sorted(got.ravel().tolist()) == list(range(T * sum(Ns)))  # every element once
+        np.testing.assert_allclose(planar[got], side, rtol=1e-12, atol=1e-12)
+    with pytest.raises(IndexError):
+        impl.planar_index(0, 12, 2, (8, 4))
+
+
 WRONG = {
     "test_ch13_1_step_input_bytes": {"no cu_seqlens extra": {"step_input_bytes": lambda B, P, align=256: sum(
         -(-4 * n // align) * align for n in (B, B, B, B, B * P, B, B))}},
@@ -86,4 +103,16 @@ WRONG = {
         "fuses a shared norm": {"fuse_qk_norm_rope": lambda n, users: None if n.op != "rope" or n.inputs[0].op != "rmsnorm"
                                 else replace(n, op="qk_norm_rope", inputs=(*n.inputs[0].inputs, n.inputs[1]),
                                              attrs={**n.attrs})}},
+    "test_ch13_4_planar_index": {   # row-major side by side: what a plain matmul over [w0; w1] writes
+        "row-major": {"planar_index": lambda t, n, T, Ns: t * sum(Ns) + n},
+        "no bounds check": {"planar_index": lambda t, n, T, Ns: _unchecked(t, n, T, Ns)}},
 }
+
+
+def _unchecked(t, n, T, Ns):
+    start = 0
+    for rows in Ns:
+        if n < start + rows:
+            return T * start + t * rows + (n - start)
+        start += rows
+    return T * start + t                                    # past the end: no IndexError
