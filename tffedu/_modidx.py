@@ -487,6 +487,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                         'tffedu.ops.cuda_matmul._grid1d': ('matmul.html#_grid1d', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul._kernel90a': ('matmul.html#_kernel90a', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul._matmul_args': ('matmul.html#_matmul_args', 'tffedu/ops/cuda_matmul.py'),
+                                        'tffedu.ops.cuda_matmul._matmul_cat_bytes': ( 'matmul.html#_matmul_cat_bytes',
+                                                                                      'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul._matmul_cat_workspace': ( 'matmul.html#_matmul_cat_workspace',
                                                                                           'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul._matmul_into': ('matmul.html#_matmul_into', 'tffedu/ops/cuda_matmul.py'),

@@ -77,17 +77,22 @@ def test_ch14a_3_mixed_schedule(impl):
         assert got == simulate_mixed(lens, new, budget), (lens, new, budget)
 
 
+def _chunks(rows, prompt_lens, done, want, room):
+    "Prompt chunks in order of arrival into `room` tokens (both wrong schedulers below fill them so)."
+    for i, n in enumerate(prompt_lens):
+        if done[i] < n and room > 0:
+            take = min(n - done[i], room)
+            rows.append((i, take))
+            room -= take
+            done[i] += take
+            want[i] -= done[i] == n
+
+
 def _prefill_stalls(prompt_lens, new_tokens, budget):  # the old engine: a prefill step or a decode step
     done, want, steps = [0] * len(prompt_lens), list(new_tokens), []
     while any(want):
-        rows, room = [], budget
-        for i, n in enumerate(prompt_lens):
-            if done[i] < n and room > 0:
-                take = min(n - done[i], room)
-                rows.append((i, take))
-                room -= take
-                done[i] += take
-                want[i] -= done[i] == n
+        rows = []
+        _chunks(rows, prompt_lens, done, want, budget)
         if not rows:
             rows = [(i, 1) for i, w in enumerate(want) if w]
             for i, _ in rows:
@@ -102,14 +107,7 @@ def _budget_ignores_decodes(prompt_lens, new_tokens, budget):   # chunks get the
         rows = [(i, 1) for i, w in enumerate(want) if w and done[i] == prompt_lens[i]]
         for i, _ in rows:
             want[i] -= 1
-        room = budget
-        for i, n in enumerate(prompt_lens):
-            if done[i] < n and room > 0:
-                take = min(n - done[i], room)
-                rows.append((i, take))
-                room -= take
-                done[i] += take
-                want[i] -= done[i] == n
+        _chunks(rows, prompt_lens, done, want, budget)
         steps.append(rows)
     return steps
 

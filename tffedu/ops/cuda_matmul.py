@@ -1001,12 +1001,15 @@ def matmul_swiglu(x, wg, wu, out=None, stream=None, workspace=None, w_dtype: str
     return out
 
 # %% ../../notebooks/11_matmul.ipynb #5c73b70d
-def _matmul_cat_workspace(x, *ws, **a) -> int:
+def _matmul_cat_bytes(T: int, K: int, Ns: list, xk: str, wk: str) -> int:
     "Scratch of one launch over all the rows, or of the largest part's matmul where they run one by one."
+    return max(workspace_bytes(*_matmul_pieces(T, K, n, xk, wk)) for n in [sum(Ns), *Ns])
+
+
+def _matmul_cat_workspace(x, *ws, **a) -> int:
+    "Scratch the executor plans for a matmul_cat node (x and the weights are graph nodes)."
     T = int(np.prod(x.shape[:-1], dtype=np.int64)) if len(x.shape) > 1 else 1
-    Ns = [w.shape[0] for w in ws]
-    return max(workspace_bytes(*_matmul_pieces(T, x.shape[-1], n, x.dtype.name, ws[0].dtype.name))
-               for n in [sum(Ns), *Ns])
+    return _matmul_cat_bytes(T, x.shape[-1], [w.shape[0] for w in ws], x.dtype.name, ws[0].dtype.name)
 
 
 @OPS.register("matmul_cat", "cuda")
@@ -1028,7 +1031,7 @@ def matmul_cat(x, w0, w1, w2=None, out=None, stream=None, workspace=None, w_dtyp
     out = output(out, x, (T * sum(Ns),), "F32")
     if T == 0 or sum(Ns) == 0:
         return out
-    ws = Workspace(workspace, max(workspace_bytes(*_matmul_pieces(T, K, n, xk, wk)) for n in [sum(Ns), *Ns]))
+    ws = Workspace(workspace, _matmul_cat_bytes(T, K, Ns, xk, wk))
     xp, yp = ptr(x, "x"), ptr(out, "out")
     if K and min(Ns) and (xk == "I8" or _epilogue_fused(wk, T, K)):
         _matmul_into(xp, xk, ptr(w0, "w0"), wk, yp, T, N, K, ws, stream,
