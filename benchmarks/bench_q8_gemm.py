@@ -16,11 +16,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 
 def sweep_configs(M):
-    "Version 6 launches to try besides the chosen one: both tiles, K split 1..16, the other stage counts."
+    """Version 6 launches to try besides the chosen one. Few tokens (M <= 128): the small tiles, K split
+    1..16, their other rings. Many: the 128- to 256-token tiles, K split 1..4, every other ring."""
     from tffedu.ops import cuda_matmul as cm
-    out = [dict(BT=b, splits=s) for b in (16, 32, 64) for s in (1, 2, 4, 8, 16)]
-    return out + [dict(c, splits=s) for c in cm.Q8_GEMM_CONFIGS if c["STAGES"] != cm.Q8_GEMM_STAGES[c["BT"]]
-                  for s in (4, 8)]
+    big = M > 128
+    tiles = (128, 192, 256) if big else (16, 32, 64)
+    out = [dict(BT=b, splits=s) for b in tiles if b in cm.Q8_GEMM_TILES
+           for s in ((1, 2, 3, 4) if big else (1, 2, 4, 8, 16))]
+    return out + [dict(c, splits=s) for c in cm.Q8_GEMM_CONFIGS if c["BT"] in tiles
+                  and {k: c[k] for k in ("SK", "STAGES", "LATE")} != cm.Q8_GEMM_TILES.get(c["BT"]) for s in (1, 2)]
 
 
 def main():
@@ -36,7 +40,7 @@ def main():
     SHAPES = cm.QWEN3_8B_GEMM_SHAPES + ([(1024, 3072), (3072, 1024)] if a.small else [])
     rows = []
     for M in batches:     # configs per M: only the tiles that are not much wider than M
-        cfgs = sweep_configs(M) if a.sweep and 1 < M <= 128 else ()
+        cfgs = sweep_configs(M) if a.sweep and M > 1 else ()
         rows += cm.bench_q8_gemm(batches=(M,), configs=cfgs, reps=5, shapes=SHAPES)
     key = lambda r: (r["K"], r["N"], r["M"], r["us"])
     for (K, N, M) in sorted({(r["K"], r["N"], r["M"]) for r in rows}):
@@ -45,7 +49,7 @@ def main():
         print(f"{K:5d}->{N:<6d} M={M:5d}  " + "  ".join(
             f"{r['name']}: {r['us']:.1f}us {r['gbs']:.0f}GB/s {r['tflops']:.0f}TF" for r in rs[:6]) +
             f"   (best {best['name']})")
-        bad = [r for r in rs if r["err"] > 1e-5 and r["name"].startswith("v6")]
+        bad = [r for r in rs if r["err"] > 2e-5 * (K / 4096) ** 0.5 and r["name"].startswith("v6")]
         if bad:
             print("   !! error", [(r["name"], r["err"]) for r in bad])
     if a.json:

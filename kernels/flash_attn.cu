@@ -4,6 +4,11 @@
 // GQA: query head h reads kv head h / (Hq / Hkv); K and V are never repeated in memory.
 // Causal with Lk >= Lq: query i sits at position i + (Lk - Lq) and sees keys 0 .. i + (Lk - Lq)
 // (a prefill continuing after Lk - Lq cached tokens).
+// PAGED = 1 (v2, v3): a whole step of many sequences in one launch, nothing read back to the host.
+// Q and O are the step's rows [N, Hq, D]: sequence b owns rows cu[b] .. cu[b+1] (the last ones of
+// its lens[b] tokens); its K and V stay in the cache's pages [P, ps, Hkv, D], read through its row
+// of the page table [B, max_pages].  The grid covers N rows for every b; the blocks past a
+// sequence's rows return at once.  So the launch depends on shapes only (a CUDA graph can hold it).
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -20,6 +25,9 @@
 #endif
 #ifndef GRID_HQ
 #define GRID_HQ 0           // 1: grid (Hq, q-blocks, B): every head's longest causal blocks start first
+#endif
+#ifndef PAGED
+#define PAGED 0
 #endif
 #ifndef KV2
 #define KV2 0               // v3: 1 = two K/V buffers, tile j+1 loads during all of tile j (one barrier)
@@ -107,15 +115,51 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&h);
 }
 
+// Row r of one head of Q, K or V: rows `stride` halves apart, or (a page table) K/V row r of a
+// sequence at slot tab[r / ps] * ps + r % ps of the page pool.
+struct Rows {
+    const __half* base;          // row 0's address (the head's offset included)
+    int stride;
+    const int* tab;              // null: contiguous rows
+    int ps;
+    __device__ __forceinline__ const __half* row(int r) const {
+        return base + (size_t)(tab ? tab[r / ps] * ps + r % ps : r) * stride;
+    }
+};
+
 // Copy keys [key0, key0 + BC) of one kv head into a padded smem tile with 16-byte cp.async;
 // rows past Lk are zero-filled (src-size 0), so padding never injects NaN into P @ V.
-__device__ __forceinline__ void load_tile(__half* dst, const __half* src, int key0, int Lk, int row_stride) {
+__device__ __forceinline__ void load_tile(__half* dst, const Rows& src, int key0, int Lk) {
     constexpr int CH = HEAD_DIM / 8;                        // 16-byte chunks per row
     for (int i = threadIdx.x; i < BC * CH; i += NWARPS * 32) {
         const int r = i / CH, c = (i % CH) * 8, key = key0 + r;
         const bool ok = key < Lk;
-        cp_async16(dst + r * LDS + c, src + (size_t)(ok ? key : 0) * row_stride + c, ok ? 16 : 0);
+        cp_async16(dst + r * LDS + c, src.row(ok ? key : 0) + c, ok ? 16 : 0);
     }
+}
+
+// The block's sequence: its rows of Q/O (q_off), its query count Lq and key count Lk, and its K/V
+// rows for kv head kvh.  Returns false when the block has no rows of it (PAGED only).
+__device__ __forceinline__ bool block_seq(int b, int q0, int kvh, int Hq, int Hkv, long q_bstride, long kv_bstride,
+                                          const __half* K, const __half* V, const int* cu, const int* lens,
+                                          const int* table, int ps, int max_pages,
+                                          int& Lq, int& Lk, size_t& q_off, Rows& Kr, Rows& Vr) {
+    const int kstride = Hkv * HEAD_DIM;
+#if PAGED
+    const int lo = cu[b];
+    Lq = cu[b + 1] - lo;
+    Lk = lens[b];
+    q_off = (size_t)lo * Hq * HEAD_DIM;
+    const int* tab = table + (size_t)b * max_pages;
+    Kr = Rows{K + (size_t)kvh * HEAD_DIM, kstride, tab, ps};
+    Vr = Rows{V + (size_t)kvh * HEAD_DIM, kstride, tab, ps};
+    return q0 < Lq;
+#else
+    q_off = (size_t)b * q_bstride;
+    Kr = Rows{K + b * kv_bstride + (size_t)kvh * HEAD_DIM, kstride, nullptr, 1};
+    Vr = Rows{V + b * kv_bstride + (size_t)kvh * HEAD_DIM, kstride, nullptr, 1};
+    return true;
+#endif
 }
 
 // Grid: (ceil(Lq / BR), Hq, B); block: NWARPS warps. Warp w owns query rows q0 + 16w .. +15.
@@ -124,7 +168,8 @@ __device__ __forceinline__ void load_tile(__half* dst, const __half* src, int ke
 extern "C" __global__ void __launch_bounds__(NWARPS * 32, MINB)
 flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
                out_t* __restrict__ O, int Lq, int Lk, int Hq, int Hkv, float scale_log2, int causal,
-               long q_bstride, long kv_bstride) {
+               long q_bstride, long kv_bstride, const int* __restrict__ cu, const int* __restrict__ lens,
+               const int* __restrict__ table, int ps, int max_pages) {
     __shared__ __align__(16) __half sK[BC * LDS];
     __shared__ __align__(16) __half sV[BC * LDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -135,11 +180,14 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
 #endif
     const int b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BR, qw = q0 + warp * 16;           // first row of the block / of this warp
+    size_t q_off;
+    Rows Kb, Vb;
+    if (!block_seq(b, q0, kvh, Hq, Hkv, q_bstride, kv_bstride, K, V, cu, lens, table, ps, max_pages,
+                   Lq, Lk, q_off, Kb, Vb))
+        return;
     const int offs = Lk - Lq;                              // causal: query i sits at position i + offs
-    const int qstride = Hq * HEAD_DIM, kstride = Hkv * HEAD_DIM;
-    const __half* Qb = Q + b * q_bstride + (size_t)h * HEAD_DIM;
-    const __half* Kb = K + b * kv_bstride + (size_t)kvh * HEAD_DIM;
-    const __half* Vb = V + b * kv_bstride + (size_t)kvh * HEAD_DIM;
+    const int qstride = Hq * HEAD_DIM;
+    const __half* Qb = Q + q_off + (size_t)h * HEAD_DIM;
 
     // Q fragments stay in registers for the whole kernel: D/16 k-chunks of the A operand.
     unsigned qf[HEAD_DIM / 16][4];
@@ -163,11 +211,11 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
     const int last_key = causal ? min(Lk - 1, q0 + BR - 1 + offs) : Lk - 1;
     const int ntiles = last_key / BC + 1;
 
-    load_tile(sK, Kb, 0, Lk, kstride);
+    load_tile(sK, Kb, 0, Lk);
     cp_async_commit();
     for (int j = 0; j < ntiles; j++) {
         const int key0 = j * BC;
-        load_tile(sV, Vb, key0, Lk, kstride);
+        load_tile(sV, Vb, key0, Lk);
         cp_async_commit();
         cp_async_wait<1>();                                 // K tile j has landed
         __syncthreads();
@@ -234,7 +282,7 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
 
         cp_async_wait<0>();                                 // V tile j has landed ...
         __syncthreads();                                    // ... and every warp is done with sK
-        if (j + 1 < ntiles) load_tile(sK, Kb, key0 + BC, Lk, kstride);
+        if (j + 1 < ntiles) load_tile(sK, Kb, key0 + BC, Lk);
         cp_async_commit();
 
         // O += P V : P's accumulator layout is exactly the A-operand layout (two n-tiles = one k16)
@@ -259,7 +307,7 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
     const int r0 = qw + g, r1 = qw + g + 8;
-    out_t* Ob = O + b * q_bstride + (size_t)h * HEAD_DIM;
+    out_t* Ob = O + q_off + (size_t)h * HEAD_DIM;
 #pragma unroll
     for (int dt = 0; dt < HEAD_DIM / 8; dt++) {
         const int d = dt * 8 + 2 * t;
@@ -279,19 +327,20 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
 #define MT 2
 #define BR3 (16 * MT * NWARPS)
 
-__device__ __forceinline__ void load_rows(__half* dst, const __half* src, int row0, int nvalid, int row_stride, int nrows) {
+__device__ __forceinline__ void load_rows(__half* dst, const Rows& src, int row0, int nvalid, int nrows) {
     constexpr int CH = HEAD_DIM / 8;
     for (int i = threadIdx.x; i < nrows * CH; i += NWARPS * 32) {
         const int r = i / CH, c = (i % CH) * 8, row = row0 + r;
         const bool ok = row < nvalid;
-        cp_async16(dst + r * LDS + c, src + (size_t)(ok ? row : 0) * row_stride + c, ok ? 16 : 0);
+        cp_async16(dst + r * LDS + c, src.row(ok ? row : 0) + c, ok ? 16 : 0);
     }
 }
 
 extern "C" __global__ void __launch_bounds__(NWARPS * 32, 1)
 flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
                   out_t* __restrict__ O, int Lq, int Lk, int Hq, int Hkv, float scale_log2, int causal,
-                  long q_bstride, long kv_bstride) {
+                  long q_bstride, long kv_bstride, const int* __restrict__ cu, const int* __restrict__ lens,
+                  const int* __restrict__ table, int ps, int max_pages) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half* sQ = reinterpret_cast<__half*>(smem_raw);   // [BR3][LDS]
     __half* sK = sQ + BR3 * LDS;                         // [KV2 + 1][BC][LDS]
@@ -304,11 +353,14 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
 #endif
     const int b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BR3, qw = q0 + warp * 16 * MT;
+    size_t q_off;
+    Rows Kb, Vb;
+    if (!block_seq(b, q0, kvh, Hq, Hkv, q_bstride, kv_bstride, K, V, cu, lens, table, ps, max_pages,
+                   Lq, Lk, q_off, Kb, Vb))
+        return;
     const int offs = Lk - Lq;
-    const int qstride = Hq * HEAD_DIM, kstride = Hkv * HEAD_DIM;
-    const __half* Qb = Q + b * q_bstride + (size_t)h * HEAD_DIM;
-    const __half* Kb = K + b * kv_bstride + (size_t)kvh * HEAD_DIM;
-    const __half* Vb = V + b * kv_bstride + (size_t)kvh * HEAD_DIM;
+    const int qstride = Hq * HEAD_DIM;
+    const __half* Qb = Q + q_off + (size_t)h * HEAD_DIM;
 
     float o[MT][HEAD_DIM / 8][4];
     float m[MT][2], l[MT][2];
@@ -322,11 +374,11 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
     const int last_key = causal ? min(Lk - 1, q0 + BR3 - 1 + offs) : Lk - 1;
     const int ntiles = last_key / BC + 1;
 
-    load_rows(sQ, Qb, q0, Lq, qstride, BR3);
+    load_rows(sQ, Rows{Qb, qstride, nullptr, 1}, q0, Lq, BR3);
     cp_async_commit();
-    load_rows(sK, Kb, 0, Lk, kstride, BC);
+    load_rows(sK, Kb, 0, Lk, BC);
 #if KV2
-    load_rows(sV, Vb, 0, Lk, kstride, BC);
+    load_rows(sV, Vb, 0, Lk, BC);
 #endif
     cp_async_commit();
     for (int j = 0; j < ntiles; j++) {
@@ -339,14 +391,14 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
         cp_async_wait<0>();
         __syncthreads();
         if (j + 1 < ntiles) {
-            load_rows(sK + ((j + 1) & 1) * BC * LDS, Kb, key0 + BC, Lk, kstride, BC);
-            load_rows(sV + ((j + 1) & 1) * BC * LDS, Vb, key0 + BC, Lk, kstride, BC);
+            load_rows(sK + ((j + 1) & 1) * BC * LDS, Kb, key0 + BC, Lk, BC);
+            load_rows(sV + ((j + 1) & 1) * BC * LDS, Vb, key0 + BC, Lk, BC);
         }
         cp_async_commit();
 #else
         const __half* cK = sK;
         const __half* cV = sV;
-        load_rows(sV, Vb, key0, Lk, kstride, BC);
+        load_rows(sV, Vb, key0, Lk, BC);
         cp_async_commit();
         cp_async_wait<1>();                                 // Q (first time) and K tile j have landed
         __syncthreads();
@@ -427,7 +479,7 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
 #if !KV2
         cp_async_wait<0>();
         __syncthreads();
-        if (j + 1 < ntiles) load_rows(sK, Kb, key0 + BC, Lk, kstride, BC);
+        if (j + 1 < ntiles) load_rows(sK, Kb, key0 + BC, Lk, BC);
         cp_async_commit();
 #endif
 
@@ -457,7 +509,7 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
         __syncthreads();
 #endif
     }
-    out_t* Ob = O + b * q_bstride + (size_t)h * HEAD_DIM;
+    out_t* Ob = O + q_off + (size_t)h * HEAD_DIM;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
         float l0 = l[mt][0], l1 = l[mt][1];

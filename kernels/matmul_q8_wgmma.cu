@@ -6,10 +6,10 @@
 // raw blocks travel (cp.async) into a ring of shared-memory stages, and each thread dequantizes its
 // part of the weight tile straight into the registers wgmma reads its A operand from:
 //   * the roles are swapped against v5: the 128 weight rows of a tile are wgmma's A operand (one m64
-//     per warpgroup, from registers) and the BT tokens are its B operand (n = BT = 16, 32, 64, from
+//     per warpgroup, from registers) and the BT tokens are its B operand (n = BT = 16 to 256, from
 //     shared memory).  So the tensor work is proportional to the tokens;
-//   * a stage is 256 k: per weight row 8 Q8_0 blocks = 272 bytes, 16-byte aligned when K % 256 == 0,
-//     so the raw copies are 16-byte cp.async of long pieces of each row; all but one slot of the
+//   * a stage is SK = 256 k: per weight row 8 Q8_0 blocks = 272 bytes, 16-byte aligned when K % 256
+//     == 0, so the raw copies are 16-byte cp.async of long pieces of each row; all but one slot of the
 //     ring are in flight while a stage is computed (AHEAD = STAGES - 1: nothing of a stage is still
 //     read once the next one starts, see the loop);
 //   * dequantization is exact and cheap: an int8 pair is biased to bytes, placed under the exponent
@@ -22,36 +22,54 @@
 //     TMA, instead of cp.async ran at half the speed);
 //   * split-K over gridDim.z for the small grids of few tokens (each split writes its partial sums to
 //     its own slice of y, a workspace then; `q8_splitk_reduce` adds them in a fixed order);
+//   * many tokens (a prefill): BT = 128 or 256 tokens per tile, so each dequantized weight feeds
+//     BT columns of tensor work and the two warpgroups keep the tensor cores busy.  A 256-k stage of
+//     256 tokens would be 128 KB, so those tiles use shorter stages: SK = 64 or 128 k (raw rows of
+//     68 or 136 bytes: 17 cp.async of 4 or 8 bytes each, aligned when K % 64 == 0);
 //   * the weight rows may come from up to three matrices laid end to end (w | w1 | w2, boundaries n1,
 //     n2: q, k and v of one input, or gate and up), written planar (common.cuh's cat_index): one
-//     grid for what were three launches.
-// Needs sm_90a.  K % 256 == 0, x 16-byte aligned; M, N any.
+//     grid for what were three launches.  CAT = 0 compiles the one-matrix addressing (fewer registers
+//     and no per-row select), which every plain launch uses.
+// Needs sm_90a.  K % SK == 0, x 16-byte aligned; M, N any.
 #include "common.cuh"
 #include "wgmma.cuh"
 
 #ifndef BT
-#define BT 16            // tokens per block tile: wgmma's n (16, 32 or 64)
+#define BT 16            // tokens per block tile: wgmma's n (16, 32, 64, 128 or 256)
+#endif
+#ifndef SK
+#define SK 256           // k per stage of the ring (64, 128 or 256)
 #endif
 #ifndef STAGES
-#define STAGES 4         // stages (256 k of raw weights and tokens) in the ring
+#define STAGES 4         // stages (SK k of raw weights and tokens) in the ring
+#endif
+#ifndef CAT
+#define CAT 1            // the rows may come from up to three matrices (planar output)
 #endif
 #define BW 128           // weight rows per block tile: 2 warpgroups x m64
 #define BK 64            // k per token tile: one 128-byte swizzled row of halves
-#define SUB 4            // token tiles (and 64-k wgmma batches) per stage
+#define SUB (SK / BK)    // token tiles (and 64-k wgmma batches) per stage
 #define NTHREADS 256
 #define CPR (BK / 8)     // 16-byte chunks per row of a token tile
 #define QK 32
 #define QBYTES 34
-#define RAW_ROW (SUB * BK / QK * QBYTES)    // 272 bytes of raw blocks per weight row and stage
-#define RAW_CHUNKS (RAW_ROW / 16)           // 17 cp.async of 16 bytes
+#define RAW_ROW (SUB * BK / QK * QBYTES)    // 68 / 136 / 272 bytes of raw blocks per weight row and stage
+#define RAW_CHUNKS 17                       // cp.async per row of a stage, of CHUNK bytes each
+#define CHUNK (RAW_ROW / RAW_CHUNKS)        // 4, 8 or 16
 #define RAW_STAGE (BW * RAW_ROW)
 #define X_SUB (BT * BK)                     // halves of one token tile
-static_assert(BT == 16 || BT == 32 || BT == 64, "BT is 16, 32 or 64");
+static_assert(BT == 16 || BT == 32 || BT == 64 || BT == 128 || BT == 256, "BT is 16, 32, 64, 128 or 256");
+static_assert(SK == 64 || SK == 128 || SK == 256, "SK is 64, 128 or 256");
+#ifndef LATE
+#define LATE 0              // the batch of a stage after which the next copies are issued (-1: before
+                            // the first: the tensor cores idle while the threads issue them)
+#endif
 #ifndef AHEAD
 #define AHEAD (STAGES - 1)  // stages in flight while one is computed: every other slot of the ring
 #endif
-static_assert(STAGES >= 3, "STAGES >= 3");
+static_assert(STAGES >= 2, "STAGES >= 2");
 static_assert(AHEAD >= 1 && AHEAD < STAGES, "1 <= AHEAD < STAGES");
+static_assert(LATE >= -1 && LATE < SUB, "LATE is -1 or a batch of the stage");
 
 // tokens [m0, m0+BT) x stage st of x [M, K] -> SUB swizzled token tiles (zero rows past M)
 __device__ __forceinline__ void load_x(__half* dst, const __half* __restrict__ x, int m0, int M, int K, int st) {
@@ -71,8 +89,16 @@ __device__ __forceinline__ void load_w(unsigned char* dst, const unsigned char* 
     for (int e = threadIdx.x; e < BW * RAW_CHUNKS; e += NTHREADS) {
         const int r = e / RAW_CHUNKS, c = e % RAW_CHUNKS, gn = n0 + r;
         const bool ok = gn < N;
-        const unsigned char* g = ok ? cat_row(w, w1, w2, gn, n1, n2, row_bytes) + (size_t)st * RAW_ROW + c * 16 : w;
-        cp_async16(smem_u32(dst + r * RAW_ROW + c * 16), g, ok ? 16 : 0);
+#if CAT
+        const unsigned char* wr = cat_row(w, w1, w2, gn, n1, n2, row_bytes);
+#else
+        const unsigned char* wr = w + (size_t)gn * row_bytes;
+#endif
+        const unsigned char* g = ok ? wr + (size_t)st * RAW_ROW + c * CHUNK : w;
+        const uint32_t s = smem_u32(dst + r * RAW_ROW + c * CHUNK);
+        if (CHUNK == 16) cp_async16(s, g, ok ? 16 : 0);
+        else if (CHUNK == 8) cp_async8(s, g, ok ? 8 : 0);
+        else cp_async4(s, g, ok ? 4 : 0);
     }
 }
 
@@ -106,12 +132,13 @@ __device__ __forceinline__ void dequant_a(uint32_t* a, const unsigned char* raw,
 }
 
 // grid (ceil(M/BT), ceil(N/BW), splits): blocks of one weight tile are neighbours (they share it in
-// L2).  Split z covers stages [z*st_per, min(K/256, (z+1)*st_per)) and writes y + z*M*ldy.  One
-// weight (n1 = N): y [M, ldy]; parts (n1 < N): y planar, ldy = N.
+// L2).  Split z covers stages [z*st_per, min(K/SK, (z+1)*st_per)) and writes y + z*M*ldy.  One
+// weight (n1 = N): y [M, ldy], + res [M, N] when given (one split only); parts (n1 < N): y planar,
+// ldy = N.
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict__ w,
                   const unsigned char* __restrict__ w1, const unsigned char* __restrict__ w2, float* __restrict__ y,
-                  int M, int N, int K, int ldy, int st_per, int n1, int n2)
+                  const float* __restrict__ res, int M, int N, int K, int ldy, int st_per, int n1, int n2)
 {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -120,7 +147,7 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
     const int tid = threadIdx.x, wg = tid >> 7, wid = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3, row = wg * 64 + wid * 16 + g;   // this thread's A rows: row, row + 8
     const int m0 = blockIdx.x * BT, n0 = blockIdx.y * BW;
-    const int st0 = blockIdx.z * st_per, NS = min(K / (SUB * BK) - st0, st_per);   // this split's stages
+    const int st0 = blockIdx.z * st_per, NS = min(K / SK - st0, st_per);   // this split's stages
     const size_t row_bytes = (size_t)(K / QK) * QBYTES;
     y += (size_t)blockIdx.z * M * ldy;
 
@@ -143,12 +170,15 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
         // everyone's; and everyone is done with stage s-1 (its wgmma waited for at its end, its
         // dequantization read synchronously), so its slot is free
         __syncthreads();
-        const int ns = s + AHEAD;                         // refill a free slot (s - 1's when AHEAD = STAGES - 1)
-        if (ns < NS) {
-            load_x(sx + (ns % STAGES) * SUB * X_SUB, x, m0, M, K, st0 + ns);
-            load_w(sr + (ns % STAGES) * RAW_STAGE, w, w1, w2, n0, N, n1, n2, row_bytes, st0 + ns);
-        }
-        cp_async_commit();
+        auto refill = [&]() {                             // a free slot: s - 1's when AHEAD = STAGES - 1
+            const int ns = s + AHEAD;
+            if (ns < NS) {
+                load_x(sx + (ns % STAGES) * SUB * X_SUB, x, m0, M, K, st0 + ns);
+                load_w(sr + (ns % STAGES) * RAW_STAGE, w, w1, w2, n0, N, n1, n2, row_bytes, st0 + ns);
+            }
+            cp_async_commit();
+        };
+        if (LATE < 0) refill();
         const unsigned char* raw = sr + (s % STAGES) * RAW_STAGE;
         const __half* xs = sx + (s % STAGES) * SUB * X_SUB;
 #pragma unroll
@@ -160,9 +190,12 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
 #pragma unroll
             for (int kk = 0; kk < BK / 16; ++kk) WgmmaRA<BT>::run(acc, af + 4 * kk, db + 2 * kk);
             wgmma_commit();
+            if (sub == LATE) refill();                    // the copies issued while the tensor cores run
             if (sub < SUB - 1) wgmma_wait<1>();
         }
-        wgmma_wait<0>();          // nothing in flight across the stage loop: else ptxas serializes every wgmma
+        // nothing in flight across stages: else ptxas serializes every wgmma (C7513/C7515: it cannot
+        // tell the two A buffers, or the accumulators, apart across the loop)
+        wgmma_wait<0>();
     }
     wgmma_wait<0>();
     cp_async_wait<0>();
@@ -179,8 +212,17 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int m = m0 + 8 * j + 2 * t + e;
-                if (n < N && m < M)
-                    y[n1 < N ? cat_index(m, n, M, N, n1, n2) : (size_t)m * ldy + n] = acc[4 * j + 2 * h + e];
+                if (n < N && m < M) {
+                    float v = acc[4 * j + 2 * h + e];
+#if CAT
+                    if (n1 < N) {
+                        y[cat_index(m, n, M, N, n1, n2)] = v;
+                        continue;
+                    }
+#endif
+                    if (res) v = v + res[(size_t)m * N + n];   // unsplit matmul_add: the reduction's sum
+                    y[(size_t)m * ldy + n] = v;
+                }
             }
         }
     }

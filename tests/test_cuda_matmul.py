@@ -330,8 +330,8 @@ def test_q8_0_gemv_epilogue_errors():
                                       (200, 20000, 256, "Q8_0"), (300, 130, 512, "Q8_0"), (20, 64, 96, "Q8_0")])
 def test_fused_matmul_ops_equal_the_ops_they_replace(T, N, K, wt):
     """matmul_add / matmul_swiglu (chapter 13's lowering) give exactly what the unfused ops give: in
-    GEMV v3's epilogue (T <= 8), in version 6's reduction (split along K or not), and unfused (the
-    slab path above 256 rows or with K % 256 != 0)."""
+    GEMV v3's epilogue (T <= 8), in version 6's reduction (split along K or not, 16 to 256 tokens
+    per tile), and unfused (the slab path with K % 256 != 0)."""
     ga = _ga()
     from tffedu.factory import OPS
     op = lambda name: OPS.get(name, "cuda")                          # noqa: E731
@@ -431,7 +431,7 @@ def _q8_inputs(M, N, K, seed):
 
 
 V6_SHAPES = [(9, 1, 256), (16, 128, 256), (17, 77, 512), (33, 515, 1024), (64, 300, 768), (65, 129, 4096),
-             (130, 1001, 1280), (300, 256, 256)]
+             (130, 1001, 1280), (300, 256, 256), (600, 130, 512)]
 
 
 @pytest.mark.gpu
@@ -453,9 +453,9 @@ def test_q8_gemm_configs(M, N, K, cfg, splits):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("splits", [1, 3])
-@pytest.mark.parametrize("cfg", [0, 2])
+@pytest.mark.parametrize("cfg", [0, 2, 4])
 @pytest.mark.parametrize("M,Ns,K", [(5, (128, 64, 64), 256), (17, (77, 33), 512), (40, (300, 129, 129), 1024),
-                                    (130, (1, 200, 5), 768)])
+                                    (130, (1, 200, 5), 768), (300, (260, 64, 64), 512)])
 def test_q8_gemm_cat(M, Ns, K, cfg, splits):
     """Version 6 over two or three matrices in one grid (tiles straddle them where N is odd): the
     planar output is x @ wi.T [M, Ni] for each, one after the other (float64 reference)."""
@@ -508,7 +508,7 @@ def test_matmul_cat_is_its_parts(T, Ns, K, wt):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("BT", [16, 64])
+@pytest.mark.parametrize("BT", [16, 64, 256])
 def test_q8_gemm_dequantizes_exactly(BT):
     """One-hot token rows pick single weights: y[m, n] must be the fp16 value of d*q (gguf-py's
     dequantization, rounded once), bit for bit, down to subnormal scales."""

@@ -383,6 +383,7 @@ for ps, Hq, Hkv, D, L in ((16, 8, 2, 128, 37), (1, 4, 4, 64, 5), (32, 16, 2, 64,
 
 VARLEN = [("prefill mix, padded", dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 16, 8, 2, 128),
           ("prefill, GQA 8:1, hd 64", dict(chunks=[17, 3], starts=[0, 0]), 4, 8, 1, 64),
+          ("prefill, several query tiles", dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 32, 8, 128),
           ("decode B4, padded", dict(chunks=[1, 1, 1], starts=[40, 0, 7], decode=True, pad_seqs=1, pad_rows=1), 8, 4, 4, 128),
           ("decode B2 page size 1", dict(chunks=[1, 1], starts=[9, 2], decode=True), 1, 16, 8, 64)]
 for name, spec, ps, Hq, Hkv, D in VARLEN:

@@ -5,7 +5,7 @@
 
 `ModelRunner(model, cache)` owns what runs a graph on a device: the weights uploaded once, the K/V
 pages, one arena shared by every graph, an `Executor` (chapter 06a) per batch bucket, and on CUDA
-the decode step of every bucket captured once into a CUDA graph and replayed. `run(kind, feed)`
+the step of every bucket captured once into a CUDA graph and replayed. `run(kind, feed)`
 is one forward pass; the engine (chapter 14a) schedules the steps and samples the tokens.
 """
 from __future__ import annotations
@@ -282,13 +282,16 @@ class ModelRunner:
         self.graphs = PagedGraphs(creator, cache.page_shape, page_dtype)
         self.pages = {f"blk.{il}.{kv}_pages": self._zeros(cache.page_shape, page_dtype)
                       for il in range(cfg.n_layer) for kv in "kv"}
-        self.stream, self.decode_kernel = None, True   # decode_kernel: "decode" steps can be run
+        self.stream, self.decode_kernel, paged = None, True, False   # decode_kernel: "decode" steps can be run
         if self.device == "cuda":
             from tffedu.device import cuda_driver
-            from tffedu.ops.cuda_attention import decode_head_dim_ok
+            from tffedu.ops.cuda_attention import decode_head_dim_ok, paged_prefill_ok
             self.stream = cuda_driver().Stream()
             self.decode_kernel = decode_head_dim_ok(cfg.head_dim)   # else every step is a "prefill"
+            paged = paged_prefill_ok(cfg.head_dim)     # a prefill's attention reads nothing back either
         self.cuda_graphs = cuda_graphs and self.device == "cuda" and self.decode_kernel
+        # the kinds of step captured into CUDA graphs
+        self.capture = ({"decode", "prefill", "logits"} if paged else {"decode"}) if self.cuda_graphs else set()
         self.executors: OrderedDict = OrderedDict()    # (kind, N, B, P) -> Executor, LRU
         self.captured: dict = {}                       # (kind, N, B, P) -> CudaGraph
         self._block = None                             # the memory every executor shares
@@ -376,7 +379,7 @@ def _launch(self, kind: str, feed: dict, logits: bool = False, ids_from_last: bo
     if ids_from_last and self.device == "cuda":
         from tffedu.device import cuda_driver
         cuda_driver().memcpy_dtod_async(ex.inputs["ids"].data_ptr(), self._last.data_ptr(), 4 * N, self.stream)
-    if kind == "decode" and self.cuda_graphs:
+    if kind in self.capture:                       # its launches depend on the step's shapes only
         g = self.captured.get(key)
         if g is None:
             from tffedu.ops.cuda import CudaGraph

@@ -23,7 +23,7 @@ from .cuda import (Workspace, cast, cast_raw, check, device_info, kernel, kind, 
 # %% auto #0
 __all__ = ['FLASH', 'FLASH_SMALL', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_launch', 'attention', 'cast_or_copy',
            'choose_splits', 'decode_head_dim_ok', 'paged_attention_decode', 'decode_launch', 'kv_store_raw', 'kv_store',
-           'prefill_launch', 'paged_attention', 'paged_attention_varlen']
+           'prefill_launch', 'paged_attention', 'paged_prefill_ok', 'paged_attention_varlen']
 
 # %% ../../notebooks/12_attention.ipynb #012acba0
 # Default kernel and tile shape, from the H200 sweep (section 6): v3 with the heads-first grid and
@@ -82,8 +82,10 @@ def flash_attention(q, k, v, out=None, stream=None, scale: float | None = None, 
 # %% ../../notebooks/12_attention.ipynb #a4ea1484
 def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
                  scale: float | None = None, causal: bool = True, stream=None, version: int | None = None,
-                 config: dict | None = None) -> None:
-    "The launch behind `flash_attention`, on device addresses of contiguous f16 q, k, v and f32 out."
+                 config: dict | None = None, paged: tuple | None = None) -> None:
+    """The launch behind `flash_attention`, on device addresses of contiguous f16 q, k, v and f32 out.
+    `paged` = (cu_seqlens, seq_lens, page_tables, page_size, max_pages), device addresses and ints:
+    q/out are a step's Lq rows of B sequences and k, v the f16 page pools (the kernels' PAGED mode)."""
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not _SMS:
         _SMS.append(device_info()["sms"])
@@ -91,23 +93,29 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
     cfg = {**(FLASH_SMALL if small else FLASH), **(config or {})}
     version = cfg.pop("version") if version is None else version
     cfg.pop("version", None)
+    if paged is not None and version not in (2, 3):
+        raise ShapeError(f"attention over pages needs flash version 2 or 3 (head dim {D} % 16, <= 128)")
     if version in (2, 3) and D % 16 == 0 and D <= 128:
         cfg["HEAD_DIM"] = D
+        cu, lens, tables, ps, max_pages = paged or (0, 0, 0, 1, 0)
+        if paged is not None:
+            cfg["PAGED"] = 1
         args = (qp, kp, vp, op, np.int32(Lq), np.int32(Lk), np.int32(Hq), np.int32(Hkv),
                 np.float32(scale * math.log2(math.e)), np.int32(causal), np.int64(Lq * Hq * D),
-                np.int64(Lk * Hkv * D))
+                np.int64(Lk * Hkv * D), np.uintp(cu), np.uintp(lens), np.uintp(tables), np.int32(ps),
+                np.int32(max_pages))
         hq_first = bool(cfg.get("GRID_HQ", 0))
         grid = lambda br: (Hq, (Lq + br - 1) // br, B) if hq_first else ((Lq + br - 1) // br, Hq, B)  # noqa: E731
         if version == 2:
             cfg.pop("KV2", None)
             br = 16 * cfg["NWARPS"]
-            fn = kernel("flash_attn.cu", "flash_attn_fwd", "PPPPiiiifill", cfg)
+            fn = kernel("flash_attn.cu", "flash_attn_fwd", "PPPPiiiifillPPPii", cfg)
             launch(fn, grid(br), (32 * cfg["NWARPS"],), stream, *args)
         else:
             cfg.pop("MINB", None)
             br = 32 * cfg["NWARPS"]
             smem = (br + (2 if cfg.get("KV2", 0) else 1) * 2 * cfg["BC"]) * (D + 8) * 2
-            fn = kernel("flash_attn.cu", "flash_attn_fwd_v3", "PPPPiiiifill", cfg)
+            fn = kernel("flash_attn.cu", "flash_attn_fwd_v3", "PPPPiiiifillPPPii", cfg)
             if (id(fn), smem) not in _SMEM_SET:
                 set_smem(fn, smem)
                 _SMEM_SET.add((id(fn), smem))
@@ -339,10 +347,17 @@ def _varlen_splits(max_len: int) -> tuple[int, int]:
     return -(-max(1, max_len) // VARLEN_SPLIT), VARLEN_SPLIT
 
 
+def paged_prefill_ok(D: int) -> bool:
+    "The flash kernels read K and V in the pages themselves (their PAGED mode): D % 16 == 0, D <= 128."
+    return D % 16 == 0 and 16 <= D <= 128
+
+
 def _varlen_pieces(N: int, Hq: int, D: int, Hkv: int, B: int, max_len: int, decode: bool) -> list[int]:
     if decode:
         return _decode_pieces(B, Hq, D, _varlen_splits(max_len)[0])
-    return _paged_pieces(N, Hq, D, max_len, Hkv)
+    if paged_prefill_ok(D):
+        return [N * Hq * D * 2]                   # q in f16: the kernel reads K and V in the pages
+    return _paged_pieces(N, Hq, D, max_len, Hkv)  # per sequence: its K and V gathered
 
 
 def _varlen_workspace(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos,
@@ -361,7 +376,9 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
     step's tokens are stored at `slots` (-1: padding) in the f16 pages, then the rows of sequence
     b (cu_seqlens[b]:cu_seqlens[b+1], its last positions) attend causally over its seq_lens[b]
     tokens through page_tables[b] -> f32 [N, Hq, D] (padding rows 0). decode=True: one row per
-    sequence, row b is sequence b (N = B), launched without a host read-back."""
+    sequence, row b is sequence b (N = B). Neither reads anything back to the host (a prefill only
+    where `paged_prefill_ok(D)`): the launches depend on the shapes alone, so a whole step can be
+    captured in a CUDA graph."""
     N, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
     _, Hkv, _ = check(k, "k", shape=(N, None, D), kinds=("F32",))
     check(v, "v", shape=(N, Hkv, D), kinds=("F32",))
@@ -390,8 +407,16 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
         decode_launch(ptr(q, "q"), kp, vp, tp, ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps,
                       max_pages, S, split_len, part_o, part_ml, scale, stream)
         return out
-    cu, lens = _host_ints(cu_seqlens), _host_ints(seq_lens)
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
+    if paged_prefill_ok(D):
+        # every sequence in one launch, through its page table: nothing read back, so capturable
+        q16 = ws.take(N * Hq * D * 2)
+        cast_or_copy("F32", ptr(q, "q"), q16, N * Hq * D, stream)
+        flash_launch(q16, kp, vp, ptr(out, "out"), B, N, max_len, Hq, Hkv, D, scale, True, stream,
+                     paged=(ptr(cu_seqlens, "cu_seqlens"), ptr(seq_lens, "seq_lens"), tp, ps, max_pages))
+        return out
+    # other head dims: sequence by sequence, from their lengths read back (never in a captured step)
+    cu, lens = _host_ints(cu_seqlens), _host_ints(seq_lens)
     qp, op, row = ptr(q, "q"), ptr(out, "out"), Hq * D * 4
     for b in range(B):
         lo, hi, S = int(cu[b]), int(cu[b + 1]), int(lens[b])

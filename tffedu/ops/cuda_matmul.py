@@ -23,14 +23,15 @@ from .cuda import (CudaGraph, Workspace, _drv, add, cast_raw, check, context, co
 # %% auto #0
 __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 'MMA_CONFIGS', 'WGMMA_DEFAULT', 'WGMMA_CONFIGS',
            'USE_WGMMA', 'GEMV_VERSIONS', 'GEMV_DEFAULT', 'GEMV_DEFAULT_BIG', 'DEQUANT_SLAB_BYTES', 'QWEN3_8B_SHAPES',
-           'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_STAGES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M', 'Q8_GEMM_MIN_M',
+           'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_TILES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M', 'Q8_GEMM_MIN_M',
            'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref',
            'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher',
            'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
            'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm',
            'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available',
-           'q8_gemm_smem', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes', 'q8_gemm_launcher', 'q8_gemm',
-           'bench_q8_gemm', 'matmul', 'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
+           'q8_gemm_smem', 'q8_gemm_tokens', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes',
+           'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'matmul', 'matmul_add', 'matmul_swiglu', 'matmul_cat',
+           'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -609,10 +610,16 @@ def bench_gemv(shapes=QWEN3_8B_SHAPES, batches=(1, 2, 4, 8), versions=GEMV_VERSI
     return out
 
 # %% ../../notebooks/11_matmul.ipynb #6e9cbcf1
-Q8_GEMM_STAGES = {16: 5, 32: 4, 64: 3}     # BT -> stages (256 k of raw weights and tokens each) in the ring
-Q8_GEMM_CONFIGS = [dict(BT=bt, STAGES=st) for bt, st in Q8_GEMM_STAGES.items()] + [dict(BT=16, STAGES=4),
-                                                                                   dict(BT=32, STAGES=3)]
-Q8_GEMM_MAX_M = 256                  # above this the slab path (dequantize + v5) is faster
+# BT (tokens per tile) -> its ring: SK k per stage (256 for few tokens; 256 tokens x 256 k of fp16
+# would be 128 KB a stage), STAGES of them in shared memory, and LATE: the batch of a stage after
+# which the next stage's copies are issued (-1: before the first)
+Q8_GEMM_TILES = {16: dict(SK=256, STAGES=5, LATE=0), 32: dict(SK=256, STAGES=4, LATE=0),
+                 64: dict(SK=256, STAGES=3, LATE=0), 128: dict(SK=256, STAGES=2, LATE=0),
+                 256: dict(SK=128, STAGES=2, LATE=0)}
+Q8_GEMM_CONFIGS = [dict(BT=bt, **t) for bt, t in Q8_GEMM_TILES.items()] + [
+    dict(BT=16, SK=256, STAGES=4, LATE=-1), dict(BT=32, SK=256, STAGES=3, LATE=1),
+    dict(BT=128, SK=64, STAGES=8, LATE=-1), dict(BT=256, SK=64, STAGES=5, LATE=0)]
+Q8_GEMM_MAX_M = 1024                 # above this the slab path (dequantize + v5) is as fast (bench_q8_gemm)
 Q8_GEMM_MIN_M = 5                    # from here v6 beats GEMV v3 (bench_q8_gemm: 8 rows, every shape)
 
 
@@ -622,21 +629,40 @@ def q8_gemm_available(K: int, M: int = 1) -> bool:
 
 
 def q8_gemm_smem(cfg: dict) -> int:
-    "STAGES x (4 token tiles of 64 k + 128 rows of 272 raw bytes) + 1 KB for the alignment."
-    return cfg["STAGES"] * (4 * cfg["BT"] * 64 * 2 + 128 * 272) + 1024
+    "STAGES x (SK/64 token tiles of BT x 64 halves + 128 rows of SK/32 raw blocks) + 1 KB for the alignment."
+    sub = cfg["SK"] // 64
+    return cfg["STAGES"] * (sub * cfg["BT"] * 64 * 2 + 128 * 68 * sub) + 1024
 
 
-def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, STAGES: int | None = None,
-                   splits: int | None = None) -> dict:
-    """Version 6's launch for M tokens x N outputs x K: BT = the smallest of 16, 32, 64 holding M (more
-    tokens: more token tiles, which read the same weights from L2), and the split along K (whole
-    stages of 256 k) that `q8_gemm_splits` picks. Returns BT, STAGES, splits, st_per (stages per split)."""
-    BT = BT or next((b for b in (16, 32) if M <= b), 64)
-    NS = K // 256
+def q8_gemm_tokens(M: int) -> int:
+    """Tokens per tile for M: the smallest of 16, 32, 64 holding M (a tile's tokens read the same
+    weights from L2), 128 up to 256 tokens, 256 above: each dequantized weight then feeds 256 columns
+    of tensor work (bench_q8_gemm: 128 is the faster up to 256 rows, 256 from 512)."""
+    return next((b for b in (16, 32, 64) if M <= b), 128 if M <= 256 else 256)
+
+
+def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, SK: int | None = None,
+                   STAGES: int | None = None, LATE: int | None = None, splits: int | None = None) -> dict:
+    """Version 6's launch for M tokens x N outputs x K: BT from `q8_gemm_tokens` (128 instead of 256
+    where 128-token tiles make one wave), its ring from Q8_GEMM_TILES (the given keys override), and
+    the split along K (whole stages of SK k) that `q8_gemm_splits` picks — none for the big tiles
+    once they fill the SMs (their partial sums would cost more traffic than the last wave's idle
+    SMs: bench_q8_gemm, 512-2048 rows).
+    Returns BT, SK, STAGES, LATE, splits, st_per (stages per split)."""
+    sms = device_info()["sms"]
+    if not BT:
+        BT = q8_gemm_tokens(M)
+        if BT == 256 and -(-M // 128) * -(-N // 128) <= sms:
+            BT = 128                                 # 128-token tiles fill the SMs in one wave, unsplit
+    ring = Q8_GEMM_TILES.get(BT, Q8_GEMM_TILES[256])
+    SK = SK or ring["SK"]
+    NS = K // SK
     if splits is None:
-        splits = q8_gemm_splits(-(-M // BT) * -(-N // 128), NS, device_info()["sms"])
+        tiles = -(-M // BT) * -(-N // 128)
+        splits = 1 if BT >= 128 and tiles >= sms else q8_gemm_splits(tiles, NS, sms)
     st_per = -(-NS // max(1, min(int(splits), NS)))
-    return dict(BT=BT, STAGES=STAGES or Q8_GEMM_STAGES[BT], splits=-(-NS // st_per), st_per=st_per)
+    return dict(BT=BT, SK=SK, STAGES=STAGES or ring["STAGES"], LATE=ring["LATE"] if LATE is None else LATE,
+                splits=-(-NS // st_per), st_per=st_per)
 
 
 @functools.cache                   # asked at every launch: a prefill step has hundreds
@@ -654,17 +680,17 @@ def q8_gemm_splits(tiles: int, NS: int, sms: int) -> int:
 
 def _q8_keys(cfg) -> dict:
     "The keys of a config that choose a launch (a full config from q8_gemm_config also has st_per)."
-    return {k: v for k, v in (cfg or {}).items() if k in ("BT", "STAGES", "splits")}
+    return {k: v for k, v in (cfg or {}).items() if k in ("BT", "SK", "STAGES", "LATE", "splits")}
 
 
 def q8_gemm_part_bytes(M: int, N: int, K: int, epilogue: str | None = None, **cfg) -> int:
-    """Workspace bytes of the partial sums: splits x M x N f32 when the launch is split along K or
-    has an epilogue ("res": + a residual; "pair": a second weight, silu(x @ w.T) * (x @ w2.T), one grid
-    of 2N rows split as N rows would be: twice that); 0 for a plain launch in one piece. A cat launch:
-    N = all its rows."""
+    """Workspace bytes of the partial sums: splits x M x N f32 when the launch is split along K
+    ("res": + a residual, added by the reduction, or by the kernel itself when unsplit) or pairs two
+    weights ("pair": silu(x @ w.T) * (x @ w2.T), one grid of 2N rows split as N rows would be: twice
+    that, in one piece too); 0 for a launch in one piece. A cat launch: N = all its rows."""
     rows = 2 * N if epilogue == "pair" else N
     c = q8_gemm_config(M, N, K, **_q8_keys(cfg))
-    if c["splits"] == 1 and not epilogue:
+    if c["splits"] == 1 and epilogue != "pair":        # one launch writes y (and adds the residual)
         return 0
     return c["splits"] * M * rows * 4
 
@@ -684,23 +710,25 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
                          f"got M={M}, N={N}, K={K}")
     if sum(e is not None for e in (res, w2, cat)) > 1 or (cat is not None and ldy not in (None, N)):
         raise ShapeError("one epilogue (res, w2 or cat) at a time, and a cat launch has no ldy (its parts are planar)")
-    if cat is not None:
+    if cat is not None:                     # up to three matrices, planar
         (w1, n1), (w3, n3) = _cat_parts(cat, w)
-    else:                                   # a pair: the up rows after the gate's, in one grid
-        (w1, n1), (w3, n3) = (_p(w2) if w2 is not None else _p(w), N if w2 is not None else 0), (_p(w), 0)
+    elif w2 is not None:                    # a pair: the up rows after the gate's, in one grid
+        (w1, n1), (w3, n3) = (_p(w2), N), (_p(w), 0)
+    else:                                   # one matrix
+        (w1, n1), (w3, n3) = (_p(w), 0), (_p(w), 0)
     rows = N + n1 + n3                      # every weight row the grid streams
     # a pair is split as its gate alone would be: the same sums, in the same order, as two matmuls
     c = q8_gemm_config(M, N if w2 is not None else rows, K, **_q8_keys(cfg))
-    defines = {k: c[k] for k in ("BT", "STAGES")}
-    f = _kernel90a("matmul_q8_wgmma.cu", "matmul_q8_0_wgmma", "PPPPPiiiiiii", defines)
+    defines = dict(BT=c["BT"], SK=c["SK"], STAGES=c["STAGES"], LATE=c["LATE"], CAT=int(rows > N))
+    f = _kernel90a("matmul_q8_wgmma.cu", "matmul_q8_0_wgmma", "PPPPPPiiiiiii", defines)
     smem = q8_gemm_smem(c)
     set_smem(f, smem)
     g, b = (math.ceil(M / c["BT"]), math.ceil(rows / 128), c["splits"]), (256, 1, 1)
     head = (_p(x), _p(w), w1, w3)
     tail = (np.int32(M), np.int32(rows), np.int32(K))
     bounds = (np.int32(c["st_per"]), np.int32(N), np.int32(N + n1))
-    if c["splits"] == 1 and res is None and w2 is None:
-        args = (*head, _p(y), *tail, np.int32(ldy or rows), *bounds)
+    if c["splits"] == 1 and w2 is None:     # one launch writes y, + res in the kernel's epilogue
+        args = (*head, _p(y), _p(res) if res is not None else np.uintp(0), *tail, np.int32(ldy or rows), *bounds)
         return lambda: f.prepared_async_call(g, b, stream, *args, shared_size=smem)
     if part is None:
         ep = "pair" if w2 is not None else "res" if res is not None else None
@@ -708,7 +736,7 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
         raise ShapeError(f"this launch (split {c['splits']} ways along K, or with an epilogue) needs part= "
                          f"({need} bytes of scratch)")
     red = _kernel90a("matmul_q8_wgmma.cu", "q8_splitk_reduce", "PPiiiiPi", defines)
-    args = (*head, _p(part), *tail, np.int32(rows), *bounds)      # split z: its planar slice of part
+    args = (*head, _p(part), np.uintp(0), *tail, np.int32(rows), *bounds)   # split z: its slice of part
     n_out = N if w2 is not None else rows
     rargs = (_p(part), _p(y), np.int32(M), np.int32(n_out), np.int32(ldy or n_out), np.int32(c["splits"]),
              _p(res) if res is not None else np.uintp(0), np.int32(w2 is not None))
@@ -739,7 +767,7 @@ def _graph_ms(launches, stream, reps: int) -> float:
 def bench_q8_gemm(shapes=QWEN3_8B_GEMM_SHAPES, batches=Q8_GEMM_BATCHES, reps: int = 10,
                   configs=(), seed: int = 0) -> list[dict]:
     """Every way to multiply M tokens by a Q8_0 weight, at each (K, N) and M: GEMV v3 (M <= 8),
-    version 6 (its chosen launch, plus `configs`: other BT/STAGES/splits), the slab path it replaces
+    version 6 (its chosen launch, plus `configs`: other BT/SK/STAGES/splits), the slab path it replaces
     (dequantize to fp16, then v5) and cuBLAS fp16 on fp16 weights (torch, captured the same way).
     Each is timed as a CUDA graph of launches cycling through copies of the weights past the L2.
     Rows: name, K, N, M, us, tflops, gbs (Q8_0 weight bytes / time; fp16 bytes for cuBLAS), err."""
@@ -774,7 +802,7 @@ def bench_q8_gemm(shapes=QWEN3_8B_GEMM_SHAPES, batches=Q8_GEMM_BATCHES, reps: in
                 for extra in ({}, *configs):
                     c = q8_gemm_config(M, N, K, **extra)
                     part = ga.empty(max(1, q8_gemm_part_bytes(M, N, K, **extra) // 4), np.float32)
-                    name = "v6" + (" BT{BT} s{STAGES} split{splits}".format(**c) if extra else "")
+                    name = "v6" + (" BT{BT} sk{SK} s{STAGES} late{LATE} split{splits}".format(**c) if extra else "")
                     runs.append((name, lambda w_, c=c, part=part: q8_gemm_launcher(xh, w_, y, M, N, K, c, part=part,
                                                                                     stream=stream)))
             if M > 8:
