@@ -17,12 +17,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 def sweep_configs(M):
     """Version 6 launches to try besides the chosen one. Few tokens (M <= 128): the small tiles, K split
-    1..16, their other rings. Many: the 128- to 256-token tiles, K split 1..4, every other ring."""
+    1..16, their other rings. Many: the 128- and 256-token tiles, K split 1..4, their other rings."""
     from tffedu.ops import cuda_matmul as cm
     big = M > 128
-    tiles = (128, 192, 256) if big else (16, 32, 64)
-    out = [dict(BT=b, splits=s) for b in tiles if b in cm.Q8_GEMM_TILES
-           for s in ((1, 2, 3, 4) if big else (1, 2, 4, 8, 16))]
+    tiles = (128, 256) if big else (16, 32, 64)
+    out = [dict(BT=b, splits=s) for b in tiles for s in ((1, 2, 3, 4) if big else (1, 2, 4, 8, 16))]
     return out + [dict(c, splits=s) for c in cm.Q8_GEMM_CONFIGS if c["BT"] in tiles
                   and {k: c[k] for k in ("SK", "STAGES", "LATE")} != cm.Q8_GEMM_TILES.get(c["BT"]) for s in (1, 2)]
 
