@@ -285,10 +285,10 @@ class ModelRunner:
         self.stream, self.decode_kernel, paged = None, True, False   # decode_kernel: "decode" steps can be run
         if self.device == "cuda":
             from tffedu.device import cuda_driver
-            from tffedu.ops.cuda_attention import decode_head_dim_ok, paged_prefill_ok
+            from tffedu.ops.cuda_attention import decode_head_dim_ok, flash_head_dim_ok
             self.stream = cuda_driver().Stream()
             self.decode_kernel = decode_head_dim_ok(cfg.head_dim)   # else every step is a "prefill"
-            paged = paged_prefill_ok(cfg.head_dim)     # a prefill's attention reads nothing back either
+            paged = flash_head_dim_ok(cfg.head_dim)     # a prefill's attention reads nothing back either
         self.cuda_graphs = cuda_graphs and self.device == "cuda" and self.decode_kernel
         # the kinds of step captured into CUDA graphs
         self.capture = ({"decode", "prefill", "logits"} if paged else {"decode"}) if self.cuda_graphs else set()

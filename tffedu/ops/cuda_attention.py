@@ -21,9 +21,9 @@ from .cuda import (Workspace, cast, cast_raw, check, device_info, kernel, kind, 
                              ptr, set_smem, with_workspace, workspace_bytes, _drv)
 
 # %% auto #0
-__all__ = ['FLASH', 'FLASH_SMALL', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_launch', 'attention', 'cast_or_copy',
-           'choose_splits', 'decode_head_dim_ok', 'paged_attention_decode', 'decode_launch', 'kv_store_raw', 'kv_store',
-           'prefill_launch', 'paged_attention', 'paged_prefill_ok', 'paged_attention_varlen']
+__all__ = ['FLASH', 'FLASH_SMALL', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_head_dim_ok', 'flash_launch', 'attention',
+           'cast_or_copy', 'choose_splits', 'decode_head_dim_ok', 'paged_attention_decode', 'decode_launch',
+           'kv_store_raw', 'kv_store', 'prefill_launch', 'paged_attention', 'paged_attention_varlen']
 
 # %% ../../notebooks/12_attention.ipynb #012acba0
 # Default kernel and tile shape, from the H200 sweep (section 6): v3 with the heads-first grid and
@@ -80,6 +80,11 @@ def flash_attention(q, k, v, out=None, stream=None, scale: float | None = None, 
     return out
 
 # %% ../../notebooks/12_attention.ipynb #a4ea1484
+def flash_head_dim_ok(D: int) -> bool:
+    "The flash kernels (v2, v3) take this head dim: a multiple of 16 up to 128 (else the naive kernel)."
+    return D % 16 == 0 and 16 <= D <= 128
+
+
 def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
                  scale: float | None = None, causal: bool = True, stream=None, version: int | None = None,
                  config: dict | None = None, paged: tuple | None = None) -> None:
@@ -93,9 +98,10 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
     cfg = {**(FLASH_SMALL if small else FLASH), **(config or {})}
     version = cfg.pop("version") if version is None else version
     cfg.pop("version", None)
-    if paged is not None and version not in (2, 3):
-        raise ShapeError(f"attention over pages needs flash version 2 or 3 (head dim {D} % 16, <= 128)")
-    if version in (2, 3) and D % 16 == 0 and D <= 128:
+    if paged is not None and not (version in (2, 3) and flash_head_dim_ok(D)):
+        raise ShapeError(f"attention over pages needs flash version 2 or 3 and a head dim they take, got "
+                         f"version {version}, head dim {D}")
+    if version in (2, 3) and flash_head_dim_ok(D):
         cfg["HEAD_DIM"] = D
         cu, lens, tables, ps, max_pages = paged or (0, 0, 0, 1, 0)
         if paged is not None:
@@ -347,15 +353,10 @@ def _varlen_splits(max_len: int) -> tuple[int, int]:
     return -(-max(1, max_len) // VARLEN_SPLIT), VARLEN_SPLIT
 
 
-def paged_prefill_ok(D: int) -> bool:
-    "The flash kernels read K and V in the pages themselves (their PAGED mode): D % 16 == 0, D <= 128."
-    return D % 16 == 0 and 16 <= D <= 128
-
-
 def _varlen_pieces(N: int, Hq: int, D: int, Hkv: int, B: int, max_len: int, decode: bool) -> list[int]:
     if decode:
         return _decode_pieces(B, Hq, D, _varlen_splits(max_len)[0])
-    if paged_prefill_ok(D):
+    if flash_head_dim_ok(D):
         return [N * Hq * D * 2]                   # q in f16: the kernel reads K and V in the pages
     return _paged_pieces(N, Hq, D, max_len, Hkv)  # per sequence: its K and V gathered
 
@@ -377,7 +378,7 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
     b (cu_seqlens[b]:cu_seqlens[b+1], its last positions) attend causally over its seq_lens[b]
     tokens through page_tables[b] -> f32 [N, Hq, D] (padding rows 0). decode=True: one row per
     sequence, row b is sequence b (N = B). Neither reads anything back to the host (a prefill only
-    where `paged_prefill_ok(D)`): the launches depend on the shapes alone, so a whole step can be
+    where `flash_head_dim_ok(D)`): the launches depend on the shapes alone, so a whole step can be
     captured in a CUDA graph."""
     N, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
     _, Hkv, _ = check(k, "k", shape=(N, None, D), kinds=("F32",))
@@ -408,7 +409,7 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
                       max_pages, S, split_len, part_o, part_ml, scale, stream)
         return out
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
-    if paged_prefill_ok(D):
+    if flash_head_dim_ok(D):
         # every sequence in one launch, through its page table: nothing read back, so capturable
         q16 = ws.take(N * Hq * D * 2)
         cast_or_copy("F32", ptr(q, "q"), q16, N * Hq * D, stream)
