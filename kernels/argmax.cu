@@ -8,6 +8,7 @@ __device__ __forceinline__ void better(float& v, int& i, float v2, int i2) {
 }
 
 extern "C" __global__ void argmax_rows(const float* __restrict__ x, int* __restrict__ ids, int T, int V) {
+    pdl_wait();
     __shared__ float sv[32];
     __shared__ int si[32];
     const int r = blockIdx.x, tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP;
@@ -33,6 +34,7 @@ extern "C" __global__ void argmax_rows(const float* __restrict__ x, int* __restr
         if (lane == 0) ids[r] = bi;
     }
 }
+PDL_READY(argmax_rows);
 
 // Two passes for long rows: a 151936-entry vocabulary read by one block per row keeps one SM busy
 // for ~30 us while the others idle. Pass 1: block (c, r) reduces chunk c of row r (ARGMAX_CHUNK
@@ -43,6 +45,7 @@ extern "C" __global__ void argmax_rows(const float* __restrict__ x, int* __restr
 #endif
 extern "C" __global__ void argmax_chunks(const float* __restrict__ x, float* __restrict__ pv, int* __restrict__ pi,
                                          int V) {
+    pdl_wait();
     __shared__ float sv[32];
     __shared__ int si[32];
     const int r = blockIdx.y, c = blockIdx.x, tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP;
@@ -69,9 +72,11 @@ extern "C" __global__ void argmax_chunks(const float* __restrict__ x, float* __r
         if (lane == 0) { pv[(size_t)r * gridDim.x + c] = best; pi[(size_t)r * gridDim.x + c] = bi; }
     }
 }
+PDL_READY(argmax_chunks);
 
 extern "C" __global__ void argmax_merge(const float* __restrict__ pv, const int* __restrict__ pi,
                                         int* __restrict__ ids, int nch) {
+    pdl_wait();
     const int r = blockIdx.x, lane = threadIdx.x;
     float best = -INFINITY;
     int bi = 0x7fffffff;
@@ -86,3 +91,4 @@ extern "C" __global__ void argmax_merge(const float* __restrict__ pv, const int*
         better(best, bi, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, bi, o));
     if (lane == 0) ids[r] = bi;
 }
+PDL_READY(argmax_merge);

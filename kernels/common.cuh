@@ -8,6 +8,22 @@
 
 #define WARP 32
 
+// Programmatic dependent launch (PDL, chapter 13). A kernel launched with the PDL attribute may be
+// started while the kernel before it in the stream is still running. pdl_wait() blocks until that
+// kernel has finished and its writes are visible -- so it must come before the first access to
+// anything a previous kernel wrote or still reads (only constant weights may be loaded before it) --
+// and then lets the next kernel in the stream start launching (its blocks run up to their own
+// pdl_wait). Without the attribute both are no-ops. PDL_READY(kernel), next to a kernel that calls
+// pdl_wait() in time, is the flag the loader finds (a symbol kernel_pdl): only such kernels get
+// the attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
+#define PDL_READY(kernel) extern "C" __device__ int kernel##_pdl = 1
+
 // SwiGLU's gate: silu(g) = g * sigmoid(g) (elementwise.cu, and the Q8_0 GEMV's and GEMM's epilogues).
 __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
 

@@ -11,11 +11,13 @@ extern "C" __global__ void add_v1(const float* __restrict__ a, const float* __re
 
 extern "C" __global__ void add_v2(const float4* __restrict__ a, const float4* __restrict__ b,
                                   float4* __restrict__ y, long n4) {
+    pdl_wait();
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (long)gridDim.x * blockDim.x) {
         float4 u = a[i], v = b[i];
         y[i] = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
     }
 }
+PDL_READY(add_v2);
 
 // swiglu(gate, up) = silu(gate) * up, silu(g) = g * sigmoid(g)
 extern "C" __global__ void swiglu_v1(const float* __restrict__ g, const float* __restrict__ u,
@@ -26,30 +28,40 @@ extern "C" __global__ void swiglu_v1(const float* __restrict__ g, const float* _
 
 extern "C" __global__ void swiglu_v2(const float4* __restrict__ g, const float4* __restrict__ u,
                                      float4* __restrict__ y, long n4) {
+    pdl_wait();
     for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (long)gridDim.x * blockDim.x) {
         float4 a = g[i], b = u[i];
         y[i] = make_float4(silu(a.x) * b.x, silu(a.y) * b.y, silu(a.z) * b.z, silu(a.w) * b.w);
     }
 }
+PDL_READY(swiglu_v2);
 
 // Casts between the float types (activations into the 16-bit types of the tensor cores and of
 // the KV cache), and a copy of a [R, K] 16-bit matrix into a zero-padded [R, Kp] one (odd K).
 extern "C" __global__ void cast_f32_f16(const float* __restrict__ a, __half* __restrict__ b, long long n) {
+    pdl_wait();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         b[i] = __float2half_rn(a[i]);
 }
+PDL_READY(cast_f32_f16);
 extern "C" __global__ void cast_f32_bf16(const float* __restrict__ a, __nv_bfloat16* __restrict__ b, long long n) {
+    pdl_wait();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         b[i] = __float2bfloat16_rn(a[i]);
 }
+PDL_READY(cast_f32_bf16);
 extern "C" __global__ void cast_f16_bf16(const __half* __restrict__ a, __nv_bfloat16* __restrict__ b, long long n) {
+    pdl_wait();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         b[i] = __float2bfloat16_rn(__half2float(a[i]));
 }
+PDL_READY(cast_f16_bf16);
 extern "C" __global__ void cast_f16_f32(const __half* __restrict__ a, float* __restrict__ b, long long n) {
+    pdl_wait();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         b[i] = __half2float(a[i]);
 }
+PDL_READY(cast_f16_f32);
 extern "C" __global__ void pad_cols_u16(const uint16_t* __restrict__ a, uint16_t* __restrict__ b, int R, int K, int Kp) {
     const long long n = (long long)R * Kp;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -58,6 +70,8 @@ extern "C" __global__ void pad_cols_u16(const uint16_t* __restrict__ a, uint16_t
     }
 }
 extern "C" __global__ void cast_bf16_f32(const __nv_bfloat16* __restrict__ a, float* __restrict__ b, long long n) {
+    pdl_wait();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
         b[i] = __bfloat162float(a[i]);
 }
+PDL_READY(cast_bf16_f32);

@@ -11,6 +11,7 @@ __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162flo
 template <typename T>
 __device__ __forceinline__ void get_rows_plain(const T* __restrict__ table, const int* __restrict__ ids,
                                                float* __restrict__ out, int V, int D) {
+    pdl_wait();
     const int t = blockIdx.x, id = ids[t];
     float* o = out + (size_t)t * D;
     for (int d = blockIdx.y * blockDim.x + threadIdx.x; d < D; d += gridDim.y * blockDim.x)
@@ -20,19 +21,23 @@ extern "C" __global__ void get_rows_f32(const float* __restrict__ table, const i
                                         float* __restrict__ out, int V, int D) {
     get_rows_plain(table, ids, out, V, D);
 }
+PDL_READY(get_rows_f32);
 extern "C" __global__ void get_rows_f16(const __half* __restrict__ table, const int* __restrict__ ids,
                                         float* __restrict__ out, int V, int D) {
     get_rows_plain(table, ids, out, V, D);
 }
+PDL_READY(get_rows_f16);
 extern "C" __global__ void get_rows_bf16(const __nv_bfloat16* __restrict__ table, const int* __restrict__ ids,
                                          float* __restrict__ out, int V, int D) {
     get_rows_plain(table, ids, out, V, D);
 }
+PDL_READY(get_rows_bf16);
 
 // Q8_0: thread d reads the scale of its block (shared by 32 neighbouring threads: one broadcast
 // load) and its int8; dequantized in registers, never stored as floats in memory.
 extern "C" __global__ void get_rows_q8_0(const uint8_t* __restrict__ table, const int* __restrict__ ids,
                                          float* __restrict__ out, int V, int D) {
+    pdl_wait();
     const int t = blockIdx.x, id = ids[t];
     const size_t row_bytes = (size_t)(D / 32) * 34;
     const uint8_t* row = table + (size_t)id * row_bytes;
@@ -44,3 +49,4 @@ extern "C" __global__ void get_rows_q8_0(const uint8_t* __restrict__ table, cons
         o[d] = scale * (float)(int8_t)blk[2 + d % 32];
     }
 }
+PDL_READY(get_rows_q8_0);

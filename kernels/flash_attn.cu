@@ -170,6 +170,7 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
                out_t* __restrict__ O, int Lq, int Lk, int Hq, int Hkv, float scale_log2, int causal,
                long q_bstride, long kv_bstride, const int* __restrict__ cu, const int* __restrict__ lens,
                const int* __restrict__ table, int ps, int max_pages) {
+    pdl_wait();
     __shared__ __align__(16) __half sK[BC * LDS];
     __shared__ __align__(16) __half sV[BC * LDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -315,6 +316,7 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
         if (r1 < Lq) { Ob[(size_t)r1 * qstride + d] = (out_t)(o[dt][2] * i1); Ob[(size_t)r1 * qstride + d + 1] = (out_t)(o[dt][3] * i1); }
     }
 }
+PDL_READY(flash_attn_fwd);
 
 // ---------------------------------------------------------------------------------------------
 // v3: as v2, but each warp owns 2 m-tiles (32 query rows), as FlashAttention-2 does. Every K and
@@ -341,6 +343,7 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
                   out_t* __restrict__ O, int Lq, int Lk, int Hq, int Hkv, float scale_log2, int causal,
                   long q_bstride, long kv_bstride, const int* __restrict__ cu, const int* __restrict__ lens,
                   const int* __restrict__ table, int ps, int max_pages) {
+    pdl_wait();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half* sQ = reinterpret_cast<__half*>(smem_raw);   // [BR3][LDS]
     __half* sK = sQ + BR3 * LDS;                         // [KV2 + 1][BC][LDS]
@@ -527,3 +530,4 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
         }
     }
 }
+PDL_READY(flash_attn_fwd_v3);

@@ -115,6 +115,7 @@ template <typename TIn>
 __device__ __forceinline__ void quantize_act(const TIn* __restrict__ x, int8_t* __restrict__ xq, float* __restrict__ xd,
                                              int T, int K)
 {
+    pdl_wait();
     const long long gid = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     const int nb = K / QK;
     const long long blk = gid / 32;
@@ -132,9 +133,11 @@ __device__ __forceinline__ void quantize_act(const TIn* __restrict__ x, int8_t* 
 extern "C" __global__ void quantize_q8_act_f32(const float* x, int8_t* xq, float* xd, int T, int K) {
     quantize_act<float>(x, xq, xd, T, K);
 }
+PDL_READY(quantize_q8_act_f32);
 extern "C" __global__ void quantize_q8_act_f16(const __half* x, int8_t* xq, float* xd, int T, int K) {
     quantize_act<__half>(x, xq, xd, T, K);
 }
+PDL_READY(quantize_q8_act_f16);
 
 // ---------------------------------------------------------------- RMSNorm -> int8 blocks, fused
 // The attention and FFN norms feed only GEMVs, which quantize what the norm wrote: one launch
@@ -150,6 +153,7 @@ extern "C" __global__ void quantize_q8_act_f16(const __half* x, int8_t* xq, floa
 extern "C" __global__ void rmsnorm_quantize_q8(const float* __restrict__ x, const float* __restrict__ w,
                                                int8_t* __restrict__ xq, float* __restrict__ xd, int T, int D,
                                                float eps) {
+    pdl_wait();
     __shared__ float red[32];
     const int r = blockIdx.x, tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP, D4 = D / 4;
     const float4* xr = reinterpret_cast<const float4*>(x + (size_t)r * D);
@@ -185,6 +189,7 @@ extern "C" __global__ void rmsnorm_quantize_q8(const float* __restrict__ x, cons
         if (lane == 0) xd[(size_t)r * nb + b] = d;
     }
 }
+PDL_READY(rmsnorm_quantize_q8);
 
 // ---------------------------------------------------------------- v3: dp4a + cp.async staging
 #define TB 32                          // Q8_0 blocks per tile: one per lane
@@ -251,18 +256,19 @@ __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __res
     for (int r = 0; r < RR; ++r)
 #pragma unroll
         for (int t = 0; t < BATCH; ++t) acc[r][t] = 0.f;
-    // the residual, loaded now (lane r*BATCH + t holds row r, token t) so that its latency hides
-    // behind the weights' instead of delaying the warp's last write
-    float res_mine = 0.f;
-    if (EPI == EPI_ADD && lane < ROWS * BATCH && n0 + lane / BATCH < N)
-        res_mine = __ldg(res + (size_t)(lane % BATCH) * N + n0 + lane / BATCH);
-
-    // prologue: NSTAGE-1 tiles in flight (always commit, maybe an empty group, to keep the count)
+    // prologue: NSTAGE-1 tiles in flight (always commit, maybe an empty group, to keep the count).
+    // Weights only: under PDL they stream in while the kernel before this one finishes.
 #pragma unroll
     for (int s = 0; s < NSTAGE - 1; ++s) {
         if (s < ntiles) issue(s, s);
         cp_async_commit();
     }
+    pdl_wait();                                    // from here on: activations, residual, output
+    // the residual, loaded now (lane r*BATCH + t holds row r, token t) so that its latency hides
+    // behind the weights' instead of delaying the warp's last write
+    float res_mine = 0.f;
+    if (EPI == EPI_ADD && lane < ROWS * BATCH && n0 + lane / BATCH < N)
+        res_mine = __ldg(res + (size_t)(lane % BATCH) * N + n0 + lane / BATCH);
     for (int tile = 0; tile < ntiles; ++tile) {
         cp_async_wait<NSTAGE - 2>();               // this lane's copies of `tile` have landed ...
         __syncwarp();                              // ... and everybody's
@@ -324,6 +330,7 @@ gemv_q8_0_dp4a(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, con
     __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
     gemv_dp4a_body<EPI_NONE>(buf, w, nullptr, nullptr, xq, xd, y, N, K);
 }
+PDL_READY(gemv_q8_0_dp4a);
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 gemv_q8_0_dp4a_add(const uint8_t* __restrict__ w, const float* __restrict__ res, const int8_t* __restrict__ xq,
                    const float* __restrict__ xd, float* __restrict__ y, int N, int K)
@@ -331,6 +338,7 @@ gemv_q8_0_dp4a_add(const uint8_t* __restrict__ w, const float* __restrict__ res,
     __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
     gemv_dp4a_body<EPI_ADD>(buf, w, nullptr, res, xq, xd, y, N, K);
 }
+PDL_READY(gemv_q8_0_dp4a_add);
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 gemv_q8_0_dp4a_cat(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, const uint8_t* __restrict__ w3,
                    const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y, int N, int K,
@@ -339,6 +347,7 @@ gemv_q8_0_dp4a_cat(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2
     __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
     gemv_dp4a_body<EPI_CAT>(buf, w, w2, nullptr, xq, xd, y, N, K, w3, n1, n2);
 }
+PDL_READY(gemv_q8_0_dp4a_cat);
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 gemv_q8_0_dp4a_glu(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, const int8_t* __restrict__ xq,
                    const float* __restrict__ xd, float* __restrict__ y, int N, int K)
@@ -346,6 +355,7 @@ gemv_q8_0_dp4a_glu(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2
     extern __shared__ __align__(16) uint4 dyn[];      // twice the rows: sized by the launcher (may pass 48 KB)
     gemv_dp4a_body<EPI_GLU>(dyn, w, w2, nullptr, xq, xd, y, N, K);
 }
+PDL_READY(gemv_q8_0_dp4a_glu);
 
 // ---------------------------------------------------------------- v4: v3 on a persistent grid
 // v3 launches one short-lived warp per ROWS rows: at K = 4096 a row is only 4 tiles, so every warp
@@ -394,6 +404,7 @@ gemv_q8_0_persist(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, 
         if (s < total) issue(s, s);
         cp_async_commit();
     }
+    pdl_wait();                                    // weights in flight; now the activations
     int tile = 0, n0 = gw * ROWS;
     for (int j = 0; j < total; ++j) {
         cp_async_wait<NSTAGE - 2>();
@@ -449,6 +460,7 @@ gemv_q8_0_persist(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, 
         }
     }
 }
+PDL_READY(gemv_q8_0_persist);
 
 // ---------------------------------------------------------------- Q8_0 -> fp16 (prefill path)
 // out[n, k] = d * q for rows [0, R) of w; a thread per output element (coalesced writes).

@@ -140,6 +140,7 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
                   const unsigned char* __restrict__ w1, const unsigned char* __restrict__ w2, float* __restrict__ y,
                   const float* __restrict__ res, int M, int N, int K, int ldy, int st_per, int n1, int n2)
 {
+    pdl_wait();
     extern __shared__ unsigned char smem_raw[];
     unsigned char* base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     __half* sx = reinterpret_cast<__half*>(base);                       // [STAGES][SUB][BT][BK] tokens
@@ -227,6 +228,7 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
         }
     }
 }
+PDL_READY(matmul_q8_0_wgmma);
 
 // y[M, ldy] (columns [0, N)) = the sum over s of part[s][M][N], in the order s = 0, 1, ..., and the
 // epilogue of the fused ops: pair (each split's slice holds the gate's [M, N] partial sums, then the
@@ -235,6 +237,7 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
 extern "C" __global__ void q8_splitk_reduce(const float* __restrict__ part, float* __restrict__ y, int M, int N,
                                             int ldy, int splits, const float* __restrict__ res, int pair)
 {
+    pdl_wait();
     const long long total = (long long)M * N, slice = pair ? 2 * total : total;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
         float s = 0.f;
@@ -249,3 +252,4 @@ extern "C" __global__ void q8_splitk_reduce(const float* __restrict__ part, floa
         y[m * ldy + (i - m * N)] = s;
     }
 }
+PDL_READY(q8_splitk_reduce);

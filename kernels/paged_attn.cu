@@ -55,6 +55,7 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
                   const int* __restrict__ page_table, int max_pages, const int* __restrict__ seq_lens,
                   float* __restrict__ part_o, float* __restrict__ part_ml, float* __restrict__ out,
                   int Hkv, int page_size, int split_len, float scale_log2) {
+    pdl_wait();
     __shared__ float s_acc[NWARPS][GROUP][HEAD_DIM];
     __shared__ float s_m[NWARPS][GROUP], s_l[NWARPS][GROUP];
     const int b = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, S = gridDim.z;
@@ -171,10 +172,12 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
         }
     }
 }
+PDL_READY(paged_attn_decode);
 
 // Merge the splits: grid (B * Hq), block HEAD_DIM threads.
 extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                              float* __restrict__ out, int S) {
+    pdl_wait();
     const size_t row = blockIdx.x;
     const int d = threadIdx.x;
     float M = -INFINITY;
@@ -188,6 +191,7 @@ extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, c
         }
     out[row * HEAD_DIM + d] = lt > 0.f ? ot / lt : 0.f;
 }
+PDL_READY(paged_attn_reduce);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers for the runtime around the cache.
@@ -199,6 +203,7 @@ template <typename C>
 __device__ __forceinline__ void kv_store_rows(const float* __restrict__ k, const float* __restrict__ v,
                                              C* __restrict__ Kc, C* __restrict__ Vc,
                                              const int* __restrict__ slots, int row) {
+    pdl_wait();
     const int tk = blockIdx.x, slot = slots[tk];
     if (slot < 0) return;
     const size_t dst = (size_t)slot * row;
@@ -212,17 +217,20 @@ extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __
                                     const int* __restrict__ slots, int row) {   // row = Hkv * D
     kv_store_rows<__half>(k, v, Kc, Vc, slots, row);
 }
+PDL_READY(kv_store);
 extern "C" __global__ void kv_store_f32(const float* __restrict__ k, const float* __restrict__ v,
                                         float* __restrict__ Kc, float* __restrict__ Vc,
                                         const int* __restrict__ slots, int row) {
     kv_store_rows<float>(k, v, Kc, Vc, slots, row);
 }
+PDL_READY(kv_store_f32);
 
 // gather_kv: a sequence's first L tokens out of the pages into contiguous f16 [L, Hkv, D]
 // (prefill over a cached prefix: gather, then flash_attn_fwd with Lk = L).
 extern "C" __global__ void gather_kv(const __half* __restrict__ Kc, const __half* __restrict__ Vc,
                                      const int* __restrict__ page_table, __half* __restrict__ k,
                                      __half* __restrict__ v, int page_size, int row) {
+    pdl_wait();
     const int tk = blockIdx.x;
     const size_t src = ((size_t)page_table[tk / page_size] * page_size + tk % page_size) * row;
     for (int i = threadIdx.x; i < row; i += blockDim.x) {
@@ -230,3 +238,4 @@ extern "C" __global__ void gather_kv(const __half* __restrict__ Kc, const __half
         v[(size_t)tk * row + i] = Vc[src + i];
     }
 }
+PDL_READY(gather_kv);

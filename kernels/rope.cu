@@ -62,18 +62,22 @@ __device__ __forceinline__ void rope_slot(const float* __restrict__ x, float* __
 extern "C" __global__ void rope_f32(const float* __restrict__ x, float* __restrict__ y,
                                     const int* __restrict__ pos, int T, int H, int Dh,
                                     double theta, int neox) {
+    pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (long)T * H * (Dh / 2)) rope_slot<false>(x, y, pos, i, H, Dh, Dh, theta, 1.0, neox);
 }
+PDL_READY(rope_f32);
 
 // The general form the op launches: partial rotary (n_dims) and linear scaling (freq_scale);
 // lstep = -2 ln(theta) / n_dims.
 extern "C" __global__ void rope_nd_f32(const float* __restrict__ x, float* __restrict__ y,
                                        const int* __restrict__ pos, int T, int H, int Dh, int n_dims,
                                        double lstep, double freq_scale, int neox) {
+    pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (long)T * H * (Dh / 2)) rope_slot<true>(x, y, pos, i, H, Dh, n_dims, lstep, freq_scale, neox);
 }
+PDL_READY(rope_nd_f32);
 
 // Qwen3: q and k get an RMSNorm over each head (weight w [Dh]) right before RoPE. Fused: one warp
 // per (t, h) row loads the row once, normalises it in registers/shared memory, rotates, stores:
@@ -81,30 +85,41 @@ extern "C" __global__ void rope_nd_f32(const float* __restrict__ x, float* __res
 #ifndef QKN_WARPS
 #define QKN_WARPS 4
 #endif
+// Qwen3's q and k rows of one step in ONE launch (qk_norm_rope_pair, chapter 13's lowering): rows
+// [0, T*Hq) are q's (weight wq, token r / Hq), rows [T*Hq, T*Hq + T*Hk) k's (weight wk, token
+// r' / Hk); y holds q's rows then k's. A decode step has one kernel fewer per block.
+template <bool STEP>
+__device__ __forceinline__ void norm_rope_row(const float* __restrict__ xr, float* __restrict__ yr,
+                                              const float* __restrict__ w, int p, float* row, int Dh,
+                                              int n_dims, float eps, double theta, double freq_scale, int neox) {
+    const int lane = threadIdx.x % WARP;
+    float ss = 0.f;
+    for (int d = lane; d < Dh; d += WARP) { float v = xr[d]; row[d] = v; ss += v * v; }
+    const float inv = rsqrtf(warp_sum(ss) / Dh + eps);
+    __syncwarp();
+    const int nh = n_dims / 2;
+    for (int j = lane; j < nh; j += WARP) {
+        const int ia = neox ? j : 2 * j, ib = ia + (neox ? nh : 1);
+        float a = row[ia] * inv * w[ia], b = row[ib] * inv * w[ib];
+        float c, s;
+        angle<STEP>(p, j, n_dims, theta, c, s, freq_scale);
+        yr[ia] = a * c - b * s;
+        yr[ib] = a * s + b * c;
+    }
+    for (int d = n_dims + lane; d < Dh; d += WARP) yr[d] = row[d] * inv * w[d];
+}
+
 template <bool STEP>
 __device__ __forceinline__ void qk_norm_rope_row(const float* __restrict__ x, float* __restrict__ y,
                                                  const float* __restrict__ w, const int* __restrict__ pos,
                                                  int T, int H, int Dh, int n_dims, float eps, double theta,
                                                  double freq_scale, int neox) {
     __shared__ float row[QKN_WARPS][256];
-    const int lane = threadIdx.x % WARP, wid = threadIdx.x / WARP;
-    const long r = (long)blockIdx.x * QKN_WARPS + wid;   // t * H + h
+    pdl_wait();
+    const long r = (long)blockIdx.x * QKN_WARPS + threadIdx.x / WARP;   // t * H + h
     if (r >= (long)T * H) return;
-    const float* xr = x + r * Dh;
-    float ss = 0.f;
-    for (int d = lane; d < Dh; d += WARP) { float v = xr[d]; row[wid][d] = v; ss += v * v; }
-    const float inv = rsqrtf(warp_sum(ss) / Dh + eps);
-    __syncwarp();
-    const int nh = n_dims / 2, p = pos[r / H];
-    for (int j = lane; j < nh; j += WARP) {
-        const int ia = neox ? j : 2 * j, ib = ia + (neox ? nh : 1);
-        float a = row[wid][ia] * inv * w[ia], b = row[wid][ib] * inv * w[ib];
-        float c, s;
-        angle<STEP>(p, j, n_dims, theta, c, s, freq_scale);
-        y[r * Dh + ia] = a * c - b * s;
-        y[r * Dh + ib] = a * s + b * c;
-    }
-    for (int d = n_dims + lane; d < Dh; d += WARP) y[r * Dh + d] = row[wid][d] * inv * w[d];
+    norm_rope_row<STEP>(x + r * Dh, y + r * Dh, w, pos[r / H], row[threadIdx.x / WARP], Dh, n_dims, eps, theta,
+                        freq_scale, neox);
 }
 
 extern "C" __global__ void qk_norm_rope_f32(const float* __restrict__ x, float* __restrict__ y,
@@ -112,6 +127,7 @@ extern "C" __global__ void qk_norm_rope_f32(const float* __restrict__ x, float* 
                                             int T, int H, int Dh, float eps, double theta, int neox) {
     qk_norm_rope_row<false>(x, y, w, pos, T, H, Dh, Dh, eps, theta, 1.0, neox);
 }
+PDL_READY(qk_norm_rope_f32);
 
 extern "C" __global__ void qk_norm_rope_nd_f32(const float* __restrict__ x, float* __restrict__ y,
                                                const float* __restrict__ w, const int* __restrict__ pos,
@@ -119,3 +135,20 @@ extern "C" __global__ void qk_norm_rope_nd_f32(const float* __restrict__ x, floa
                                                double freq_scale, int neox) {
     qk_norm_rope_row<true>(x, y, w, pos, T, H, Dh, n_dims, eps, lstep, freq_scale, neox);
 }
+PDL_READY(qk_norm_rope_nd_f32);
+
+extern "C" __global__ void qk_norm_rope_pair_f32(const float* __restrict__ q, const float* __restrict__ k,
+                                                 float* __restrict__ y, const float* __restrict__ wq,
+                                                 const float* __restrict__ wk, const int* __restrict__ pos,
+                                                 int T, int Hq, int Hk, int Dh, int n_dims, float eps,
+                                                 double lstep, double freq_scale, int neox) {
+    __shared__ float row[QKN_WARPS][256];
+    pdl_wait();
+    const long r = (long)blockIdx.x * QKN_WARPS + threadIdx.x / WARP, nq = (long)T * Hq;
+    if (r >= nq + (long)T * Hk) return;
+    const bool is_q = r < nq;
+    const long rr = is_q ? r : r - nq;                   // the row within q or k
+    norm_rope_row<true>((is_q ? q : k) + rr * Dh, y + r * Dh, is_q ? wq : wk, pos[rr / (is_q ? Hq : Hk)],
+                        row[threadIdx.x / WARP], Dh, n_dims, eps, lstep, freq_scale, neox);
+}
+PDL_READY(qk_norm_rope_pair_f32);

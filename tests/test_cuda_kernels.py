@@ -79,7 +79,7 @@ def test_import_does_not_touch_pycuda():
 def test_registry_points_at_the_launchers(C):
     from tffedu.factory import OPS
     import tffedu.ops.cuda_attention as A
-    for name in ("rmsnorm", "rope", "qk_norm_rope", "swiglu", "add", "get_rows", "softmax", "argmax", "cast"):
+    for name in ("rmsnorm", "rope", "qk_norm_rope", "qk_norm_rope_pair", "swiglu", "add", "get_rows", "softmax", "argmax", "cast"):
         assert OPS.get(name, "cuda") is getattr(C, name)
     for name in ("attention", "paged_attention", "paged_attention_decode", "kv_store"):
         assert OPS.get(name, "cuda") is getattr(A, name)
@@ -95,6 +95,92 @@ def test_loader_cache_and_errors(C):
         C.load_kernel("rmsnorm.cu", "no_such_kernel")
     with pytest.raises(DeviceError, match="not found"):
         C.load_kernel("missing.cu", "k")
+
+
+def _kernel_bodies(src: str) -> dict:
+    "name -> body text of every function defined in a .cu source (brace matching)."
+    import re
+    src = re.sub(r"//[^\n]*|/\*.*?\*/", "", src, flags=re.S)
+    out = {}
+    for m in re.finditer(r"\b(\w+)\s*\([^;{}()]*\)\s*\{", src):
+        depth, i = 0, m.end() - 1
+        for j in range(i, len(src)):
+            depth += {"{": 1, "}": -1}.get(src[j], 0)
+            if depth == 0:
+                out.setdefault(m.group(1), src[i:j + 1])
+                break
+    return out
+
+
+def test_pdl_ready_kernels_wait():
+    """Every kernel its source declares PDL_READY (launched so that it may start before the kernel
+    before it ends) calls pdl_wait(), itself or through the helpers it calls; and the kernels the
+    decode step runs are among them."""
+    import re
+    from tffedu.ops.cuda import kernels_dir
+    ready = {}
+    for f in sorted(kernels_dir().glob("*.cu")):
+        src = (kernels_dir() / "common.cuh").read_text() + f.read_text()
+        bodies = _kernel_bodies(src)
+
+        def waits(name, seen=()):
+            body = bodies.get(name, "")
+            return "pdl_wait()" in body or any(waits(c, seen + (name,)) for c in re.findall(r"\b(\w+)\s*(?:<[^<>;]*>)?\s*\(", body)
+                                                if c in bodies and c not in seen + (name,))
+        for name in re.findall(r"^PDL_READY\((\w+)\);", f.read_text(), re.M):
+            assert name in bodies, (f.name, name)
+            ready[name] = waits(name)
+    assert ready and all(ready.values()), [n for n, ok in ready.items() if not ok]
+    for name in ("rmsnorm_quantize_q8", "gemv_q8_0_dp4a_cat", "qk_norm_rope_f32", "kv_store", "paged_attn_decode",
+                 "gemv_q8_0_dp4a_add", "gemv_q8_0_dp4a_glu", "get_rows_q8_0", "argmax_chunks", "matmul_q8_0_wgmma"):
+        assert name in ready, name
+
+
+@gpu
+def test_pdl_flags_and_launch_errors(C):
+    from tffedu.errors import ShapeError
+    assert C.kernel("argmax.cu", "argmax_rows", "PPii").pdl
+    assert not C.kernel("rmsnorm.cu", "rmsnorm_v3", "PPPiif", {"BLOCK": 256}).pdl   # a ladder kernel: never early
+    f = C.kernel("argmax.cu", "argmax_rows", "PPii")
+    with pytest.raises(ShapeError, match="takes arguments"):
+        f.launcher((1,), (32,), None, 0, 0, 1)
+    with pytest.raises(ShapeError, match="do not fit"):
+        f.launcher((1,), (32,), None, 0, 0, "one", 4)
+    with pytest.raises(ShapeError, match="dimensions"):
+        f.launcher((0,), (32,), None, 0, 0, 1, 4)
+
+
+@gpu
+@pytest.mark.parametrize("pdl", [True, False])
+def test_pdl_chain_eager_and_in_a_graph(C, rng, monkeypatch, pdl):
+    """64 adds, each reading what the one before wrote and overwriting what it read (two buffers in
+    turn): with PDL every kernel may start before its predecessor ends, so a missing or late
+    pdl_wait() shows up here as a wrong sum, eagerly and in a replayed CUDA graph."""
+    import pycuda.driver as drv
+    monkeypatch.setattr(C, "PDL", pdl)
+    n = 1 << 20
+    b_host = rng.standard_normal(n).astype(np.float32)
+    x0 = rng.standard_normal(n).astype(np.float32)
+    buf, b, s = [dev(x0), dev(np.zeros(n, np.float32))], dev(b_host), drv.Stream()
+    steps = 64
+
+    def chain():
+        for i in range(steps):
+            C.add(buf[i % 2], b, out=buf[(i + 1) % 2], stream=s)
+    ref = x0.astype(np.float64)
+    for _ in range(steps):
+        ref = (ref.astype(np.float32) + b_host).astype(np.float64)
+    chain()
+    s.synchronize()
+    assert np.array_equal(host(buf[0]), ref.astype(np.float32))
+    g = C.CudaGraph(chain, s)
+    for _ in range(3):
+        g.replay()
+        ref = ref.astype(np.float32)
+        for _ in range(steps):
+            ref = ref + b_host
+    s.synchronize()
+    assert np.array_equal(host(buf[0]), ref)
 
 
 @gpu
@@ -182,6 +268,31 @@ def test_qk_norm_rope(C, rng, mode, T, H, Dh):
     x64 = x.astype(np.float64)
     normed = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * w
     assert np.max(np.abs(host(out) - rope_ref(normed, pos, 1e6, mode))) < 5e-5
+
+
+@gpu
+@pytest.mark.parametrize("mode,T,Hq,Hk,Dh,n_dims", [("neox", 1, 32, 8, 128, None), ("norm", 3, 5, 1, 64, 48),
+                                                   ("neox", 17, 4, 4, 32, 16)])
+def test_qk_norm_rope_pair(C, rng, mode, T, Hq, Hk, Dh, n_dims):
+    """q and k in one launch: q's rows then k's, each equal to its own qk_norm_rope (the same
+    arithmetic, so to the bit), and to the float64 reference within the op's tolerance."""
+    from tffedu.errors import ShapeError
+    q = rng.standard_normal((T, Hq, Dh)).astype(np.float32) * 4
+    k = rng.standard_normal((T, Hk, Dh)).astype(np.float32) * 4
+    wq, wk = ((1 + 0.3 * rng.standard_normal(Dh)).astype(np.float32) for _ in range(2))
+    pos = rng.integers(0, 5000, T).astype(np.int32)
+    kw = dict(eps=1e-6, theta=1e6, mode=mode, n_dims=n_dims)
+    out = poisoned((T * (Hq + Hk) * Dh,))
+    C.qk_norm_rope_pair(dev(q), dev(k), dev(wq), dev(wk), dev(pos), out=out, **kw)
+    got = host(out)
+    one = [host(C.qk_norm_rope(dev(x), dev(w), dev(pos), **kw)).ravel() for x, w in ((q, wq), (k, wk))]
+    assert np.array_equal(got, np.concatenate(one))
+    if n_dims is None:
+        x64 = q.astype(np.float64)
+        normed = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-6) * wq
+        assert np.max(np.abs(got[:q.size].reshape(q.shape) - rope_ref(normed, pos, 1e6, mode))) < 5e-5
+    with pytest.raises(ShapeError, match="k has shape"):
+        C.qk_norm_rope_pair(dev(q), dev(k[:, :, :Dh // 2].copy()), dev(wq), dev(wk), dev(pos), **kw)
 
 
 # ---------------------------------------------------------------- elementwise

@@ -54,7 +54,14 @@ def test_decode_fuses_the_gemv_epilogues(files, name, B):
     # the output head reads one of the final norm
     assert ops["rmsnorm_q8"] == 2 * L + 1 and ops["matmul_cat"] == L and ops["matmul_q8"] == 1
     assert ops["matmul"] == ops["rmsnorm"] == 0
+    # Qwen3's q and k rotations: one launch per block, read through two views (q's rows first)
+    assert ops["qk_norm_rope_pair"] == (L if name.startswith("qwen3") else 0) and ops["qk_norm_rope"] == 0
     g = lowered(files[name], "decode", B, B)
+    for pair in (n for n in g.nodes if n.op == "qk_norm_rope_pair"):
+        q, k = sorted((v for v in g.nodes if v.op == "view" and v.inputs[0] is pair), key=lambda v: v.attrs["offset"])
+        assert (q.name.endswith("q_rope"), k.name.endswith("k_rope"), k.attrs["offset"]) == (True, True, q.numel)
+        assert q.numel + k.numel == pair.numel and [x.name for x in pair.inputs[:2]] == [q.name[:-4] + "heads",
+                                                                                         k.name[:-4] + "heads"]
     for cat in (n for n in g.nodes if n.op == "matmul_cat"):
         parts = sorted((v for v in g.nodes if v.op == "view" and v.inputs[0] is cat),
                        key=lambda v: v.attrs["offset"])

@@ -281,6 +281,17 @@ for attrs in ROPE:
                    (lambda a, kw: rope_ref(rmsnorm_ref(a[0], a[1], kw["eps"]), a[2],
                                            **{k: v for k, v in kw.items() if k != "eps"}))
 
+        @case("qk_norm_rope_pair", f"{attrs} H{H}+{H // 2 or 1} hd{hd}", tol_gpu=1e-5, gpu_only=True)
+        def _(attrs=attrs, H=H, hd=hd):
+            q, k, wq, wk = f32(6, H, hd), f32(6, H // 2 or 1, hd), norm_w(hd), norm_w(hd)
+            pos = np.array([0, 3, 9, 77, 5000, 20000], np.int32)
+
+            def ref(a, kw):
+                rot = {k_: v for k_, v in kw.items() if k_ != "eps"}
+                return np.concatenate([rope_ref(rmsnorm_ref(x, w, kw["eps"]), a[4], **rot).ravel()
+                                       for x, w in ((a[0], a[2]), (a[1], a[3]))])
+            return (lambda: ([q, k, wq, wk, pos], dict(eps=1e-6, **attrs))), ref
+
 for op in ("add", "swiglu"):
     for shape in ((3, 96), (5, 7)):
         @case(op, f"{list(shape)}", tol_gpu=1e-6)

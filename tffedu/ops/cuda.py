@@ -3,8 +3,9 @@
 # %% ../../notebooks/10_cuda_basics.ipynb #2b73e31a
 """CUDA backend, part 1 (chapter 10): context, kernel loader, timing, and the memory-bound ops.
 
-Kernels live in `kernels/*.cu` (plain CUDA C) and are compiled at run time by PyCUDA's
-SourceModule for the device's own architecture. Nothing here imports PyCUDA at import time:
+Kernels live in `kernels/*.cu` (plain CUDA C), compiled at run time by nvcc (through PyCUDA) for
+the device's own architecture, loaded and launched through the driver (ctypes on libcuda: `Module`,
+`Kernel`). Nothing here imports PyCUDA at import time:
 the first launch makes the GPU's primary context current, and a missing GPU or PyCUDA raises
 `tffedu.errors.DeviceError` saying which.
 """
@@ -15,6 +16,7 @@ import functools
 import math
 import os
 import pathlib
+import struct
 import time
 
 import numpy as np
@@ -22,10 +24,11 @@ import numpy as np
 from ..errors import DeviceError, ShapeError
 
 # %% auto #0
-__all__ = ['WS_ALIGN', 'ARGMAX_CHUNK', 'device_info', 'device_arch', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem',
-           'time_all', 'time_ms', 'copy_bandwidth', 'CudaGraph', 'kernel', 'launch', 'kind', 'ptr', 'check', 'empty',
-           'output', 'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope', 'add',
-           'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
+__all__ = ['CU_FUNC_NUM_REGS', 'CU_FUNC_MAX_DYNAMIC_SHARED', 'PDL', 'WS_ALIGN', 'ARGMAX_CHUNK', 'device_info', 'device_arch',
+           'libcuda', 'Module', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem', 'time_all', 'time_ms',
+           'copy_bandwidth', 'CudaGraph', 'Kernel', 'kernel', 'launch', 'kind', 'ptr', 'check', 'empty', 'output',
+           'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope', 'qk_norm_rope_pair',
+           'add', 'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
 
 # %% ../../notebooks/10_cuda_basics.ipynb #8185bb4d
 from ..device import cuda_context as context, cuda_driver as _drv
@@ -53,6 +56,60 @@ def device_arch() -> str:
     major, minor = device_info()["cc"]
     return f"sm_{major}{minor}"
 
+# %% ../../notebooks/10_cuda_basics.ipynb #7d6068ac
+@functools.cache
+def libcuda():
+    """The CUDA driver (libcuda) through ctypes, with the signatures of the calls we make ourselves:
+    loading cubins, launches with attributes, graphs — what PyCUDA does not expose."""
+    context()
+    lib = ctypes.CDLL("libcuda.so.1")
+    vp, i, u, sz, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_char_p
+    P = ctypes.POINTER
+    for name, args in {
+            "cuModuleLoadData": [P(vp), s],
+            "cuModuleGetFunction": [P(vp), vp, s],
+            "cuModuleGetGlobal_v2": [P(ctypes.c_ulonglong), P(sz), vp, s],
+            "cuFuncSetAttribute": [vp, i, i],
+            "cuFuncGetAttribute": [P(i), i, vp],
+            "cuLaunchKernelEx": [vp, vp, vp, vp],
+            "cuGetErrorName": [i, P(s)],
+            "cuStreamBeginCapture_v2": [vp, i],
+            "cuStreamEndCapture": [vp, P(vp)],
+            "cuGraphInstantiateWithFlags": [P(vp), vp, ctypes.c_ulonglong],
+            "cuGraphLaunch": [vp, vp],
+            "cuGraphExecDestroy": [vp],
+            "cuGraphDestroy": [vp],
+            "cuGraphGetNodes": [vp, vp, P(sz)]}.items():
+        getattr(lib, name).argtypes = args
+    return lib
+
+
+def _ok(rc: int, what: str) -> None:
+    if rc:
+        name = ctypes.c_char_p()
+        libcuda().cuGetErrorName(rc, ctypes.byref(name))
+        raise DeviceError(f"{what} failed with CUresult {rc} ({(name.value or b'?').decode()})")
+
+
+CU_FUNC_NUM_REGS, CU_FUNC_MAX_DYNAMIC_SHARED = 4, 8     # CUfunction_attribute values
+
+
+class Module:
+    "A compiled .cu file loaded into the current context (cuModuleLoadData): its kernels by name."
+
+    def __init__(self, cubin: bytes, file: str = "?"):
+        self.file, self.handle, self._cubin = file, ctypes.c_void_p(), cubin   # the driver reads the image lazily
+        _ok(libcuda().cuModuleLoadData(ctypes.byref(self.handle), cubin), f"loading kernels/{file}")
+
+    def get_function(self, name: str) -> "Kernel":
+        lib, h = libcuda(), ctypes.c_void_p()
+        if lib.cuModuleGetFunction(ctypes.byref(h), self.handle, name.encode()):
+            raise DeviceError(f"kernels/{self.file} has no extern \"C\" kernel named {name!r}")
+        ptr_, size = ctypes.c_ulonglong(), ctypes.c_size_t()
+        pdl = lib.cuModuleGetGlobal_v2(ctypes.byref(ptr_), ctypes.byref(size), self.handle,
+                                       f"{name}_pdl".encode()) == 0      # the source's PDL_READY(name)
+        return Kernel(self, h, name, pdl)
+
 # %% ../../notebooks/10_cuda_basics.ipynb #026a8bb1
 def kernels_dir() -> pathlib.Path:
     """The folder of the .cu files: $TFFEDU_KERNELS, else `tffedu/kernels` (an installed wheel
@@ -74,7 +131,7 @@ _MODULES: dict = {}   # (file, defines, options, arch) -> (mtime, Module): the o
 
 def load_module(file: str, defines: dict | None = None, options: tuple = (), arch: str | None = None):
     """Compile (or take from the cache) `kernels/<file>` with `-D` defines for `arch` (default: this
-    GPU's, e.g. sm_90; "sm_90a" unlocks Hopper's wgmma); returns a pycuda Module."""
+    GPU's, e.g. sm_90; "sm_90a" unlocks Hopper's wgmma); returns its `Module`."""
     context()
     drv = _drv()
     path = kernels_dir() / file
@@ -87,34 +144,28 @@ def load_module(file: str, defines: dict | None = None, options: tuple = (), arc
     hit = _MODULES.get(key)
     if hit is not None and hit[0] == mtime:
         return hit[1]
-    from pycuda.compiler import SourceModule
+    from pycuda.compiler import compile as nvcc_compile
     opts = [f"-D{k}={v}" for k, v in defs] + ["-std=c++17", "-lineinfo"] + list(options)
     try:
-        mod = SourceModule(path.read_text(), options=opts, no_extern_c=True, arch=arch,
-                           include_dirs=[str(kernels_dir())])
+        cubin = nvcc_compile(path.read_text(), options=opts, no_extern_c=True, arch=arch,
+                             include_dirs=[str(kernels_dir())])
     except drv.CompileError as e:
         raise DeviceError(f"nvcc failed on kernels/{file} ({arch}) with defines {dict(defs)}:\n{e}") from e
+    mod = Module(cubin, file)
     _MODULES[key] = (mtime, mod)
     return mod
 
 
 def load_kernel(file: str, name: str, defines: dict | None = None, options: tuple = (), arch: str | None = None):
-    """The kernel `name` (an extern "C" function) of `kernels/<file>` compiled with `defines`.
-
-    Returns a pycuda `Function`; compiled once per (file, defines, options, arch) and cached.
-    """
-    mod = load_module(file, defines, options, arch)
-    try:
-        return mod.get_function(name)
-    except Exception as e:
-        raise DeviceError(f"kernels/{file} has no extern \"C\" kernel named {name!r}") from e
+    """The kernel `name` (an extern "C" function) of `kernels/<file>` compiled with `defines`: a
+    `Kernel`, compiled once per (file, defines, options, arch) and cached."""
+    return load_module(file, defines, options, arch).get_function(name)
 
 
 def set_smem(fn, nbytes: int):
     "Allow `fn` to use `nbytes` of dynamic shared memory (needed above 48 KB)."
-    drv = _drv()
     if nbytes > 48 * 1024:
-        fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, int(nbytes))
+        fn.set_attribute(CU_FUNC_MAX_DYNAMIC_SHARED, int(nbytes))
     return fn
 
 # %% ../../notebooks/10_cuda_basics.ipynb #42bb4e40
@@ -162,28 +213,11 @@ class CudaGraph:
     CUDA graph; `replay()` submits them all with one call (cuStreamBeginCapture /
     cuStreamEndCapture / cuGraphInstantiate / cuGraphLaunch, through ctypes)."""
 
-    _lib = None
-
-    @classmethod
-    def _driver(cls):
-        if cls._lib is None:
-            lib = ctypes.CDLL("libcuda.so.1")
-            vp = ctypes.c_void_p
-            lib.cuStreamBeginCapture_v2.argtypes = [vp, ctypes.c_int]
-            lib.cuStreamEndCapture.argtypes = [vp, ctypes.POINTER(vp)]
-            lib.cuGraphInstantiateWithFlags.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_ulonglong]
-            lib.cuGraphLaunch.argtypes = [vp, vp]
-            lib.cuGraphExecDestroy.argtypes = [vp]
-            lib.cuGraphDestroy.argtypes = [vp]
-            lib.cuGraphGetNodes.argtypes = [vp, vp, ctypes.POINTER(ctypes.c_size_t)]
-            cls._lib = lib
-        return cls._lib
-
     def __init__(self, fn, stream):
         if stream is None:
             raise DeviceError("CUDA graphs capture a non-default stream: pass a pycuda Stream")
-        context()
-        lib, vp = self._driver(), ctypes.c_void_p
+        self._lib = lib = libcuda()
+        vp = ctypes.c_void_p
         self._h = vp(int(stream.handle))
         self.graph, self.exec_ = vp(), vp()
         _ok(lib.cuStreamBeginCapture_v2(self._h, 2), "cuStreamBeginCapture")   # 2: relaxed mode
@@ -213,18 +247,83 @@ class CudaGraph:
         except Exception:
             pass
 
-
-def _ok(rc: int, what: str) -> None:
-    if rc:
-        raise DeviceError(f"{what} failed with CUresult {rc}")
-
 # %% ../../notebooks/10_cuda_basics.ipynb #e9fa63f4
+PDL = os.environ.get("TFFEDU_PDL", "1") != "0"   # launch PDL_READY kernels with PDL (chapter 13)
+
+
+class _LaunchAttr(ctypes.Structure):              # CUlaunchAttribute: id, padding, a 64-byte value
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_int), ("value", ctypes.c_int * 16)]
+
+
+class _LaunchConfig(ctypes.Structure):            # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttr)), ("n_attrs", ctypes.c_uint)]
+
+
+@functools.cache
+def _pdl_attr():
+    "The launch attribute 'programmatic stream serialization allowed' (CUlaunchAttributeID 6) = 1."
+    a = _LaunchAttr(6)
+    a.value[0] = 1
+    return ctypes.pointer(a)
+
+
+def _dim3(d) -> tuple:
+    d = tuple(int(x) for x in d) + (1,) * (3 - len(d))
+    if len(d) != 3 or min(d) < 1:
+        raise ShapeError(f"a launch needs 1 to 3 dimensions >= 1, got {d}")
+    return d
+
+
+class Kernel:
+    """One kernel of a `Module`: argument types given once (`prepare`), then launches through
+    cuLaunchKernelEx. `pdl`: its source declares PDL_READY (it waits for the kernel before it)."""
+
+    def __init__(self, module: Module, handle, name: str, pdl: bool):
+        self.module, self.handle, self.name, self.pdl, self.sig = module, handle, name, pdl, None
+
+    def prepare(self, sig: str) -> "Kernel":
+        "Argument types as struct letters: P pointer, i int32, l/q int64, f float32, d float64."
+        self.sig = sig
+        return self
+
+    def set_attribute(self, attr: int, value: int) -> None:
+        _ok(libcuda().cuFuncSetAttribute(self.handle, int(attr), int(value)), f"setting attribute {attr} of {self.name}")
+
+    def get_attribute(self, attr: int) -> int:
+        v = ctypes.c_int()
+        _ok(libcuda().cuFuncGetAttribute(ctypes.byref(v), int(attr), self.handle), f"reading attribute {attr} of {self.name}")
+        return v.value
+
+    def launcher(self, grid, block, stream, *args, shared: int = 0):
+        """A zero-argument callable making this launch: the arguments packed and the launch described
+        once, so a call is one driver call (the hot path of an eager decode step)."""
+        if self.sig is None or len(self.sig) != len(args):
+            raise ShapeError(f"kernel {self.name} takes arguments {self.sig!r}, got {len(args)}")
+        try:
+            buf = struct.pack(self.sig, *(int(a) if c == "P" else a for c, a in zip(self.sig, args)))
+        except (struct.error, TypeError) as e:
+            raise ShapeError(f"kernel {self.name}: arguments do not fit its types {self.sig!r}: {e}") from e
+        params, size = ctypes.create_string_buffer(buf, max(1, len(buf))), ctypes.c_size_t(len(buf))
+        extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(params), 2, ctypes.addressof(size), 0)  # BUFFER_POINTER, BUFFER_SIZE, END
+        cfg = _LaunchConfig(_dim3(grid), _dim3(block), int(shared), None if stream is None else int(stream.handle))
+        if self.pdl and PDL and tuple(device_info()["cc"]) >= (9, 0):
+            cfg.attrs, cfg.n_attrs = _pdl_attr(), 1
+        lib, fn, cfg_p, name = libcuda(), self.handle, ctypes.pointer(cfg), self.name
+
+        def run():
+            rc = lib.cuLaunchKernelEx(cfg_p, fn, None, extra)
+            if rc:
+                _ok(rc, f"launching {name}")
+        run.keep = (params, size)                    # the buffers the driver reads at each call
+        return run
+
+
 _PREPARED: dict = {}
 
 
 def kernel(file: str, name: str, sig: str, defines: dict | None = None, arch: str | None = None):
-    """A prepared kernel: `load_kernel(file, name, defines, arch=arch)` with argument types `sig`
-    (PyCUDA's letters).
+    """A prepared kernel: `load_kernel(file, name, defines, arch=arch)` with argument types `sig`.
 
     The hot path is one dict lookup: launch overhead is paid on every decode step. The source
     file's mtime is re-checked at most once a second (so an edited .cu recompiles in a notebook)."""
@@ -235,21 +334,14 @@ def kernel(file: str, name: str, sig: str, defines: dict | None = None, arch: st
         return hit[1]
     mod = load_module(file, defines, arch=arch)
     if hit is None or hit[0] is not mod:
-        f = mod.get_function(name)
-        f.prepare(sig)
-        hit = (mod, f, now)
+        hit = (mod, mod.get_function(name).prepare(sig), now)
     _PREPARED[key] = (hit[0], hit[1], now)
     return hit[1]
 
 
 def launch(fn, grid, block, stream, *args, shared: int = 0):
-    "Launch a prepared kernel; grid and block are tuples (padded to 3-D)."
-    grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
-    block = tuple(int(b) for b in block) + (1,) * (3 - len(block))
-    if shared:
-        fn.prepared_async_call(grid, block, stream, *args, shared_size=shared)
-    else:
-        fn.prepared_async_call(grid, block, stream, *args)
+    "Launch a prepared kernel now; grid and block are tuples of up to 3 dimensions."
+    fn.launcher(grid, block, stream, *args, shared=shared)()
 
 # %% ../../notebooks/10_cuda_basics.ipynb #32f0a3c6
 _NP_KIND = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.int32): "I32",
@@ -439,6 +531,26 @@ def qk_norm_rope(x, w, pos, out=None, stream=None, eps: float = 1e-6, theta: flo
                (128,), stream, ptr(x, "x"), ptr(out, "out"), ptr(w, "w"), ptr(pos, "pos"), np.int32(T),
                np.int32(H), np.int32(Dh), np.int32(n), np.float32(eps), np.float64(lstep),
                np.float64(freq_scale), np.int32(mode == "neox"))
+    return out
+
+@OPS.register("qk_norm_rope_pair", "cuda")
+def qk_norm_rope_pair(q, k, wq, wk, pos, out=None, stream=None, eps: float = 1e-6, theta: float = 10000.0,
+                      mode: str = "neox", n_dims: int | None = None, freq_scale: float = 1.0):
+    """`qk_norm_rope` of q [T, Hq, Dh] (weight wq) and of k [T, Hk, Dh] (weight wk) in one launch:
+    f32 [T*Hq*Dh + T*Hk*Dh], q's rows then k's (chapter 13's lowering reads each through a view)."""
+    T, Hq, Dh, n, lstep = _rope_args(q, pos, mode, n_dims, theta, "qk_norm_rope_pair")
+    _, Hk, _ = check(k, "k", shape=(T, None, Dh), kinds=("F32",))
+    if Dh > 256:
+        raise ShapeError(f"qk_norm_rope_pair needs a head dim <= 256, got {Dh}")
+    check(wq, "wq", shape=(Dh,), kinds=("F32",))
+    check(wk, "wk", shape=(Dh,), kinds=("F32",))
+    out = output(out, q, (T * (Hq + Hk) * Dh,), "F32")
+    rows = T * (Hq + Hk)
+    if rows:
+        launch(kernel("rope.cu", "qk_norm_rope_pair_f32", "PPPPPPiiiiifddi", {"QKN_WARPS": 4}), ((rows + 3) // 4,),
+               (128,), stream, ptr(q, "q"), ptr(k, "k"), ptr(out, "out"), ptr(wq, "wq"), ptr(wk, "wk"),
+               ptr(pos, "pos"), np.int32(T), np.int32(Hq), np.int32(Hk), np.int32(Dh), np.int32(n),
+               np.float32(eps), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"))
     return out
 
 # %% ../../notebooks/10_cuda_basics.ipynb #d3708286

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..errors import DeviceError, ShapeError
-from .cuda import (CudaGraph, Workspace, _drv, add, cast_raw, check, context, copy_bandwidth, device_info,
+from .cuda import (CU_FUNC_NUM_REGS, CudaGraph, Workspace, _drv, add, cast_raw, check, context, copy_bandwidth, device_info,
                              kernel, kind, launch, output, ptr, set_smem, time_ms, with_workspace,
                              workspace_bytes)
 
@@ -166,7 +166,7 @@ def hgemm_launcher(x, w, y, M: int, N: int, K: int, dtype: str = "F16", cfg: dic
     nt = (cfg["BM"] // cfg["WM"]) * (cfg["BN"] // cfg["WN"]) * 32
     g, b = (math.ceil(N / cfg["BN"]), math.ceil(M / cfg["BM"]), 1), (nt, 1, 1)
     args = (_p(x), _p(w), _p(y), np.int32(M), np.int32(N), np.int32(K), np.int32(ldy or N))
-    return lambda: f.prepared_async_call(g, b, stream, *args, shared_size=smem)
+    return f.launcher(g, b, stream, *args, shared=smem)
 
 
 def hgemm(x, w, y, M: int, N: int, K: int, dtype: str = "F16", cfg: dict | None = None,
@@ -212,7 +212,7 @@ def wgemm_launcher(x, w, y, M: int, N: int, K: int, dtype: str = "F16", cfg: dic
     set_smem(f, smem)
     g, b = (math.ceil(N / cfg["BN"]), math.ceil(M / 128), 1), (256, 1, 1)
     args = (_p(x), _p(w), _p(y), np.int32(M), np.int32(N), np.int32(K), np.int32(ldy or N))
-    return lambda: f.prepared_async_call(g, b, stream, *args, shared_size=smem)
+    return f.launcher(g, b, stream, *args, shared=smem)
 
 
 def wgemm(x, w, y, M: int, N: int, K: int, dtype: str = "F16", cfg: dict | None = None,
@@ -291,13 +291,13 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
             raise ShapeError("gemv v1 takes F32 activations")
         f = kernel("gemv_q8_0.cu", "gemv_q8_0_naive", "PPPiii")
         g, b, args = (math.ceil(N / 128), 1, 1), (128, 1, 1), (wp, xp, yp, np.int32(N), np.int32(K), np.int32(T))
-        return lambda: f.prepared_async_call(g, b, stream, *args)
+        return f.launcher(g, b, stream, *args)
     if version == "warp":
         if x_dtype != "F32" or T > 8:
             raise ShapeError("gemv v2 takes F32 activations and T <= 8")
         f = kernel("gemv_q8_0.cu", "gemv_q8_0_warp", "PPPii", {"BATCH": T, "WARPS": warps})
         g, b, args = (math.ceil(N / warps), 1, 1), (32 * warps, 1, 1), (wp, xp, yp, np.int32(N), np.int32(K))
-        return lambda: f.prepared_async_call(g, b, stream, *args)
+        return f.launcher(g, b, stream, *args)
     if version not in ("dp4a", "persist"):
         raise ShapeError(f"unknown gemv version {version!r} (one of {', '.join(GEMV_VERSIONS)})")
     if T > 8:
@@ -340,13 +340,12 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
         f = kernel("gemv_q8_0.cu", f"gemv_q8_0_{version}", "PPPPii", defines)
     if version == "persist":
         g = (persist_blocks(f, N, rows, warps, stages, blocks_per_sm), 1, 1)
+    gemv, quant = f.launcher(g, b, stream, *args, shared=smem), quantize and fq.launcher(gq, bq, stream, *aq)
+
     def run():
         if quantize:
-            fq.prepared_async_call(gq, bq, stream, *aq)
-        if smem:
-            f.prepared_async_call(g, b, stream, *args, shared_size=smem)
-        else:
-            f.prepared_async_call(g, b, stream, *args)
+            quant()
+        gemv()
     run.buffers = own                 # the activation buffers live as long as the launcher
     return run
 
@@ -357,11 +356,7 @@ def persist_blocks(f, N: int, rows: int, warps: int, stages: int, blocks_per_sm:
     one group behind: a tail again)."""
     if blocks_per_sm is None:
         smem = rows * warps * stages * 70 * 16
-        try:
-            import pycuda.driver as drv
-            regs = f.get_attribute(drv.function_attribute.NUM_REGS)
-        except Exception:
-            regs = 64
+        regs = f.get_attribute(CU_FUNC_NUM_REGS)
         blocks_per_sm = max(1, min(2048 // (32 * warps), 32, (228 * 1024) // (smem + 1024),
                                    65536 // (max(regs, 8) * 32 * warps)))
     ngroups = math.ceil(N / rows)
@@ -729,7 +724,7 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
     bounds = (np.int32(c["st_per"]), np.int32(N), np.int32(N + n1))
     if c["splits"] == 1 and w2 is None:     # one launch writes y, + res in the kernel's epilogue
         args = (*head, _p(y), _p(res) if res is not None else np.uintp(0), *tail, np.int32(ldy or rows), *bounds)
-        return lambda: f.prepared_async_call(g, b, stream, *args, shared_size=smem)
+        return f.launcher(g, b, stream, *args, shared=smem)
     if part is None:
         ep = "pair" if w2 is not None else "res" if res is not None else None
         need = q8_gemm_part_bytes(M, N if ep == "pair" else rows, K, ep, **c)
@@ -742,9 +737,11 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
              _p(res) if res is not None else np.uintp(0), np.int32(w2 is not None))
     rg = _grid1d(M * n_out)
 
+    gemm, reduce = f.launcher(g, b, stream, *args, shared=smem), red.launcher(rg, (256,), stream, *rargs)
+
     def go():
-        f.prepared_async_call(g, b, stream, *args, shared_size=smem)
-        red.prepared_async_call(rg, (256, 1, 1), stream, *rargs)
+        gemm()
+        reduce()
     return go
 
 
