@@ -63,7 +63,7 @@ def libcuda():
     loading cubins, launches with attributes, graphs — what PyCUDA does not expose."""
     context()
     lib = ctypes.CDLL("libcuda.so.1")
-    vp, i, u, sz, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_char_p
+    vp, i, sz, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p
     P = ctypes.POINTER
     for name, args in {
             "cuModuleLoadData": [P(vp), s],
@@ -98,7 +98,7 @@ class Module:
     "A compiled .cu file loaded into the current context (cuModuleLoadData): its kernels by name."
 
     def __init__(self, cubin: bytes, file: str = "?"):
-        self.file, self.handle, self._cubin = file, ctypes.c_void_p(), cubin   # the driver reads the image lazily
+        self.file, self.handle = file, ctypes.c_void_p()
         _ok(libcuda().cuModuleLoadData(ctypes.byref(self.handle), cubin), f"loading kernels/{file}")
 
     def get_function(self, name: str) -> "Kernel":
