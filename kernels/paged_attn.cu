@@ -23,6 +23,9 @@
 #ifndef UNROLL
 #define UNROLL 4            // keys a slot loads before it uses the first: bytes in flight
 #endif
+#ifndef QUANT
+#define QUANT 0             // 1: out is written as packed int8 activations (see write_out)
+#endif
 #define LPK (HEAD_DIM / 8)  // lanes per key: each lane holds 8 dims = 16 bytes of f16
 #define KPW (32 / LPK)      // keys a warp works on at once ("slots" per warp)
 #define NSLOT (NWARPS * KPW)
@@ -45,6 +48,25 @@ __device__ __forceinline__ void merge_state(float& m, float& l, float* acc, floa
 #pragma unroll
     for (int i = 0; i < 8; i++) acc[i] = acc[i] * w1 + acc2[i] * w2;
     m = M;
+}
+
+// Element i of the output, f32 [rows, HEAD_DIM] (rows = B * Hq, `total` = rows * HEAD_DIM values).
+// QUANT: chapter 11's packed int8 activations instead, the int8 quants [total], then one f32 scale
+// per 32 values — exactly what quantize_q8_act_f32 would make of the f32 output, so the
+// o-projection's GEMV reads it without a kernel of its own (chapter 13's paged_attention_q8). The
+// whole warp calls it, on 32 consecutive values of one row (HEAD_DIM % 32 == 0).
+__device__ __forceinline__ void write_out(float* out, size_t i, float v, size_t total) {
+#if QUANT
+    float a = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+    const float d = a / 127.f;
+    int8_t* xq = reinterpret_cast<int8_t*>(out);
+    xq[i] = (int8_t)(d > 0.f ? __float2int_rn(v / d) : 0);
+    if (i % 32 == 0) reinterpret_cast<float*>(xq + total)[i / 32] = d;
+#else
+    out[i] = v;
+#endif
 }
 
 // Grid (B, Hkv, n_splits), block NWARPS*32. Each slot (LPK lanes) runs its own online softmax
@@ -165,7 +187,7 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
         }
         const size_t row = (size_t)b * Hq + kvh * GROUP + gi;
         if (S == 1) {                                       // one split: finish here
-            out[row * HEAD_DIM + d] = lt > 0.f ? ot / lt : 0.f;
+            write_out(out, row * HEAD_DIM + d, lt > 0.f ? ot / lt : 0.f, (size_t)gridDim.x * Hq * HEAD_DIM);
         } else {
             part_o[(row * S + split) * HEAD_DIM + d] = ot;
             if (d == 0) { part_ml[(row * S + split) * 2] = M; part_ml[(row * S + split) * 2 + 1] = lt; }
@@ -174,7 +196,7 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
 }
 PDL_READY(paged_attn_decode);
 
-// Merge the splits: grid (B * Hq), block HEAD_DIM threads.
+// Merge the splits: grid (B * Hq), block HEAD_DIM threads (whole warps when QUANT).
 extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                              float* __restrict__ out, int S) {
     pdl_wait();
@@ -189,7 +211,7 @@ extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, c
             lt += part_ml[(row * S + s) * 2 + 1] * w;
             ot += part_o[(row * S + s) * HEAD_DIM + d] * w;
         }
-    out[row * HEAD_DIM + d] = lt > 0.f ? ot / lt : 0.f;
+    write_out(out, row * HEAD_DIM + d, lt > 0.f ? ot / lt : 0.f, (size_t)gridDim.x * HEAD_DIM);
 }
 PDL_READY(paged_attn_reduce);
 

@@ -26,6 +26,8 @@ def files(tmp_path_factory):
         "qwen3 Q8_0": write_gguf(tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, seed=3),
                                  d / "q.gguf", "Q8_0"),
         "llama Q8_0": write_gguf(tiny_llama(hidden=64, heads=4, kv_heads=2, seed=4), d / "l.gguf", "Q8_0"),
+        "qwen3 Q8_0 hd32": write_gguf(tiny_qwen3(hidden=64, layers=2, heads=2, kv_heads=1, ffn=128, seed=6),
+                                      d / "q32.gguf", "Q8_0"),
         "qwen3 F16": write_gguf(tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, seed=5),
                                 d / "f.gguf", "F16"),
     }
@@ -44,7 +46,7 @@ def ops_of(path, kind, N, B, backend="cuda"):
     return Counter(n.op for n in g.nodes if n.kind == "op"), tffedu.load(path).config.n_layer
 
 
-@pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0"])
+@pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0", "qwen3 Q8_0 hd32"])
 @pytest.mark.parametrize("B", [1, 4, 8])
 def test_decode_fuses_the_gemv_epilogues(files, name, B):
     ops, L = ops_of(files[name], "decode", B, B)
@@ -56,6 +58,9 @@ def test_decode_fuses_the_gemv_epilogues(files, name, B):
     assert ops["matmul"] == ops["rmsnorm"] == 0
     # Qwen3's q and k rotations: one launch per block, read through two views (q's rows first)
     assert ops["qk_norm_rope_pair"] == (L if name.startswith("qwen3") else 0) and ops["qk_norm_rope"] == 0
+    # the attention writes the o-projection's packed int8 input itself where a head is whole 32-blocks
+    hd32 = name.endswith("hd32")
+    assert ops["paged_attention_q8"] == (L if hd32 else 0) and ops["paged_attention_varlen"] == (0 if hd32 else L)
     g = lowered(files[name], "decode", B, B)
     for pair in (n for n in g.nodes if n.op == "qk_norm_rope_pair"):
         q, k = sorted((v for v in g.nodes if v.op == "view" and v.inputs[0] is pair), key=lambda v: v.attrs["offset"])
@@ -87,7 +92,7 @@ def test_cpu_lowering_is_the_identity(files):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0"])
+@pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0", "qwen3 Q8_0 hd32"])
 def test_fused_decode_equals_unfused_on_the_gpu(files, name, monkeypatch):
     from tffedu.engine import Engine
     prompts = [np.random.default_rng(i).integers(0, 400, 5 + 3 * i).tolist() for i in range(3)]

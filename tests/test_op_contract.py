@@ -404,6 +404,30 @@ for name, spec, ps, Hq, Hkv, D in VARLEN:
                (lambda a, kw: varlen_ref(a, kw)[0])
 
 
+Q8_DECODE = [("decode B4, padded, one split", dict(chunks=[1, 1, 1], starts=[40, 0, 7], pad_seqs=1, pad_rows=1), 8, 4, 4, 128),
+             ("decode B3, GQA 4:1, hd 64, three splits", dict(chunks=[1, 1, 1], starts=[300, 41, 0]), 16, 8, 2, 64),
+             ("decode B2, hd 32, page size 1", dict(chunks=[1, 1], starts=[9, 2]), 1, 4, 2, 32)]
+for name, spec, ps, Hq, Hkv, D in Q8_DECODE:
+    @case("paged_attention_q8", name, tol_gpu=5e-3, gpu_only=True)
+    def _(spec=spec, ps=ps, Hq=Hq, Hkv=Hkv, D=D):
+        args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, decode=True, **spec)
+        return (lambda: (args, {})), (lambda a, kw: varlen_ref(a, dict(decode=True))[0].reshape(len(a[0]), -1))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,spec,ps,Hq,Hkv,D", Q8_DECODE, ids=[c[0] for c in Q8_DECODE])
+def test_paged_attention_q8_is_the_decode_output_quantized(name, spec, ps, Hq, Hkv, D):
+    """To the bit what the f32 decode output becomes under the activation quantization (numpy's
+    pack_q8 of the GPU's own f32 result), with one split and with several; the pages it stores are
+    the f32 op's."""
+    args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, decode=True, **spec)
+    d32, d8 = [to_device(a) for a in args], [to_device(a) for a in args]
+    f = host(OPS.get("paged_attention_varlen", "cuda")(*d32, decode=True))
+    packed = host(OPS.get("paged_attention_q8", "cuda")(*d8))
+    assert packed.dtype == np.int8 and np.array_equal(packed, pack_q8(f.reshape(len(f), -1)))
+    assert np.array_equal(host(d8[3]), host(d32[3])) and np.array_equal(host(d8[4]), host(d32[4]))
+
+
 @case("kv_store", "f16 pages, a padding slot", tol_cpu=0, tol_gpu=0)
 def _():
     args, _ = paged_batch([4, 2], [0, 5], 4, 2, 64, 8, pad_rows=1)
@@ -439,7 +463,7 @@ def result(op, args, out):
     "What an op call means: its output, and for the store ops the pages it wrote."
     if op == "kv_store":
         return host(args[2]).astype(np.float64)
-    if op == "rmsnorm_q8":                     # packed int8 activations: what they stand for
+    if op in ("rmsnorm_q8", "paged_attention_q8"):   # packed int8 activations: what they stand for
         return unpack_q8(host(out))
     return host(out).astype(np.float64)
 

@@ -20,7 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from .errors import GraphError, KVCacheError
-from .graph import Graph, Node, fuse
+from .graph import Graph, Node, fuse, register_op
 from .kvcache import KVCache
 from .models.qwen3 import CREATORS
 from .runtime import ARENAS, Executor
@@ -204,6 +204,34 @@ def _fuse_norm_quant(n: Node, users) -> Node | None:
     return None
 
 
+def _packs_attention(a: Node, users) -> bool:
+    """A decode step's attention, flattened to [T, Hq*D] (D % 32 == 0) and read only by GEMVs that
+    take packed int8 activations (the o-projection's `matmul_add`)."""
+    if not (a.kind == "op" and a.op == "paged_attention_varlen" and a.attrs.get("decode")
+            and a.shape[-1] % 32 == 0 and len(users[a]) == 1):
+        return False
+    r = users[a][0]
+    return (r is not None and r.op == "reshape" and len(r.shape) == 2 and bool(users[r])
+            and all(u is not None and u.op in ("matmul_add", "matmul_swiglu", "matmul_cat") and u.inputs[0] is r
+                    and r not in u.inputs[1:] and _in_gemv(u) for u in users[r]))
+
+
+def _fuse_attn_quant(n: Node, users) -> Node | None:
+    """That attention -> `paged_attention_q8` (its last kernel writes the packed activations, I8
+    [T, K + K/8]) and its flattening -> a view of it: the GEMV's quantization kernel goes."""
+    a = n.inputs[0] if n.op == "reshape" else n
+    if not _packs_attention(a, users):
+        return None
+    T, K = users[a][0].shape
+    if n is a:
+        return replace(a, op="paged_attention_q8", shape=(T, K + K // 8), dtype=I8,
+                       attrs={k: v for k, v in a.attrs.items() if k != "decode"})
+    return Node("op", n.name, (T, K + K // 8), I8, "view", (a,), {"shape": (T, K + K // 8), "offset": 0})
+
+
+register_op("paged_attention_q8", None, (10, 10), side_effect=True)   # it stores the step's K/V too
+
+
 def _fuse_rope_pairs(graph: Graph) -> Graph:
     """The q and k rotations of one block (`qk_norm_rope` of two parts of one `matmul_cat`, at the
     same positions) -> one `qk_norm_rope_pair` launch (q's rows, then k's) read through a `view` in
@@ -256,7 +284,7 @@ def _fuse_rope_pairs(graph: Graph) -> Graph:
 # backend -> passes, each a list of fusion rules or a function of the graph (a pass sees the graph
 # the previous one made)
 LOWERINGS = {"cpu": [], "cuda": [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], _fuse_siblings,
-                                 [_fuse_norm_quant], _fuse_rope_pairs]}
+                                 [_fuse_norm_quant, _fuse_attn_quant], _fuse_rope_pairs]}
 
 
 def lower(graph: Graph, backend: str) -> Graph:

@@ -23,7 +23,8 @@ from .cuda import (Workspace, cast, cast_raw, check, device_info, kernel, kind, 
 # %% auto #0
 __all__ = ['FLASH', 'FLASH_SMALL', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_head_dim_ok', 'flash_launch', 'attention',
            'cast_or_copy', 'choose_splits', 'decode_head_dim_ok', 'paged_attention_decode', 'decode_launch',
-           'kv_store_raw', 'kv_store', 'prefill_launch', 'paged_attention', 'paged_attention_varlen']
+           'kv_store_raw', 'kv_store', 'prefill_launch', 'paged_attention', 'paged_attention_varlen',
+           'paged_attention_q8']
 
 # %% ../../notebooks/12_attention.ipynb #012acba0
 # Default kernel and tile shape, from the H200 sweep (section 6): v3 with the heads-first grid and
@@ -266,10 +267,11 @@ def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: fl
 
 
 def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, S, split_len, part_o, part_ml,
-                  scale=None, stream=None, config=None) -> None:
-    "The launches behind `paged_attention_decode` (split kernel, then the merge when S > 1)."
+                  scale=None, stream=None, config=None, quant: bool = False) -> None:
+    """The launches behind `paged_attention_decode` (split kernel, then the merge when S > 1);
+    `quant`: the output is written as packed int8 activations (the kernels' QUANT, D % 32 == 0)."""
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv}
+    cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv, **({"QUANT": 1} if quant else {})}
     while cfg["NWARPS"] > 1 and cfg["NWARPS"] * cfg["GROUP"] * (D + 2) * 4 > 48 * 1024:
         cfg["NWARPS"] //= 2                      # the per-warp merge buffers must fit in 48 KB
     fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiPPPPiiif", cfg)
@@ -277,7 +279,7 @@ def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, S, split
            np.uintp(part_o), np.uintp(part_ml), op, np.int32(Hkv), np.int32(ps), np.int32(split_len),
            np.float32(scale * math.log2(math.e)))
     if S > 1:
-        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPi", {"HEAD_DIM": D})
+        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPi", {"HEAD_DIM": D, **({"QUANT": 1} if quant else {})})
         launch(red, (B * Hq,), (D,), stream, np.uintp(part_o), np.uintp(part_ml), op, np.int32(S))
 
 # %% ../../notebooks/12_attention.ipynb #7967a8a5
@@ -380,6 +382,29 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
     sequence, row b is sequence b (N = B). Neither reads anything back to the host (a prefill only
     where `flash_head_dim_ok(D)`): the launches depend on the shapes alone, so a whole step can be
     captured in a CUDA graph."""
+    return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, decode, False,
+                   out, stream, workspace)
+
+
+def _q8_workspace(*inputs, **attrs) -> int:
+    return _varlen_workspace(*inputs, **{**attrs, "decode": True})
+
+
+@OPS.register("paged_attention_q8", "cuda")
+@with_workspace(_q8_workspace)
+def paged_attention_q8(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos,
+                       scale: float | None = None, out=None, stream=None, workspace=None):
+    """`paged_attention_varlen(..., decode=True)` with its output written as chapter 11's packed
+    int8 activations, I8 [B, K + K/8] for K = Hq * D — what `quantize_q8_act` makes of the f32
+    output, bit for bit — by the attention's last kernel. Chapter 13's lowering gives it to a decode
+    step whose o-projection is a GEMV: one quantization kernel fewer per block. D % 32 == 0."""
+    return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, True, True,
+                   out, stream, workspace)
+
+
+def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, decode: bool,
+            quant: bool, out, stream, workspace):
+    "paged_attention_varlen, or with `quant` (decode only) paged_attention_q8."
     N, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
     _, Hkv, _ = check(k, "k", shape=(N, None, D), kinds=("F32",))
     check(v, "v", shape=(N, Hkv, D), kinds=("F32",))
@@ -395,7 +420,9 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
     if decode and (N != B or not decode_head_dim_ok(D)):
         raise ShapeError(f"paged_attention_varlen(decode=True) needs one row per sequence (N {N} = B {B}) "
                          f"and a head dim the decode kernel takes (got {D})")
-    out = output(out, q, (N, Hq, D), "F32")
+    if quant and D % 32:
+        raise ShapeError(f"paged_attention_q8 quantizes blocks of 32 values of a head: head dim {D} is not a multiple of 32")
+    out = output(out, q, (N, Hq * D + Hq * D // 8), "I8") if quant else output(out, q, (N, Hq, D), "F32")
     if N == 0:
         return out
     max_len = max_pages * ps
@@ -406,7 +433,7 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
         S, split_len = _varlen_splits(max_len)
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
         decode_launch(ptr(q, "q"), kp, vp, tp, ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps,
-                      max_pages, S, split_len, part_o, part_ml, scale, stream)
+                      max_pages, S, split_len, part_o, part_ml, scale, stream, quant=quant)
         return out
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
     if flash_head_dim_ok(D):
