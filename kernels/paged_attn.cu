@@ -86,6 +86,7 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     const int d0 = (lane % LPK) * 8;
     const int L = seq_lens[b], start = split * split_len, end = min(start + split_len, L);
     const int* pt = page_table + (size_t)b * max_pages;
+    if (S > 1 && start >= L) return;                        // an empty split: the reduce skips it
 
     float q[GROUP][8], acc[GROUP][8], m[GROUP], l[GROUP];
 #pragma unroll
@@ -196,21 +197,40 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
 }
 PDL_READY(paged_attn_decode);
 
-// Merge the splits: grid (B * Hq), block HEAD_DIM threads (whole warps when QUANT).
+// Merge the splits: grid (B * Hq), block HEAD_DIM threads (whole warps when QUANT). Only the
+// splits that hold keys are read, n = ceil(seq_len / split_len) of the S (the decode kernel writes
+// nothing for the others): a 2,000-token context in a table bucketed to 4,096 merges 16, not 32.
+// The loads of one pass do not depend on each other, so they are unrolled to be in flight together;
+// the sums run over the splits in order, as a loop over all S would (an empty split adds 0).
 extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
-                                             float* __restrict__ out, int S) {
+                                             float* __restrict__ out, int S, const int* __restrict__ seq_lens,
+                                             int Hq, int split_len) {
     pdl_wait();
+    constexpr int W = HEAD_DIM < 32 ? HEAD_DIM : 32;           // lanes of each warp of the block
+    constexpr unsigned MASK = W == 32 ? 0xffffffffu : (1u << W) - 1u;
+    constexpr int NW = (HEAD_DIM + 31) / 32;
+    __shared__ float s_max[NW];
     const size_t row = blockIdx.x;
     const int d = threadIdx.x;
-    float M = -INFINITY;
-    for (int s = 0; s < S; s++) M = fmaxf(M, part_ml[(row * S + s) * 2]);
+    const int n = min(S, (seq_lens[row / Hq] + split_len - 1) / split_len);
+    const float* ml = part_ml + row * S * 2;
+    float M = -INFINITY;                                       // the max over the splits: the block's
+    for (int s = d; s < n; s += HEAD_DIM) M = fmaxf(M, ml[2 * s]);   // threads take one split each,
+#pragma unroll
+    for (int o = W / 2; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(MASK, M, o));   // then shuffles
+    if (d % 32 == 0) s_max[d / 32] = M;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < NW; w++) M = fmaxf(M, s_max[w]);
     float lt = 0.f, ot = 0.f;
-    if (M != -INFINITY)
-        for (int s = 0; s < S; s++) {
-            const float w = exp2f(part_ml[(row * S + s) * 2] - M);
-            lt += part_ml[(row * S + s) * 2 + 1] * w;
+    if (M != -INFINITY) {
+#pragma unroll 8
+        for (int s = 0; s < n; s++) {
+            const float w = exp2f(ml[2 * s] - M);
+            lt += ml[2 * s + 1] * w;
             ot += part_o[(row * S + s) * HEAD_DIM + d] * w;
         }
+    }
     write_out(out, row * HEAD_DIM + d, lt > 0.f ? ot / lt : 0.f, (size_t)gridDim.x * HEAD_DIM);
 }
 PDL_READY(paged_attn_reduce);

@@ -91,7 +91,8 @@ PDL_READY(rope_nd_f32);
 template <bool STEP>
 __device__ __forceinline__ void norm_rope_row(const float* __restrict__ xr, float* __restrict__ yr,
                                               const float* __restrict__ w, int p, float* row, int Dh,
-                                              int n_dims, float eps, double theta, double freq_scale, int neox) {
+                                              int n_dims, float eps, double theta, double freq_scale, int neox,
+                                              __half* __restrict__ kc = nullptr) {   // kc: an f16 copy too
     const int lane = threadIdx.x % WARP;
     float ss = 0.f;
     for (int d = lane; d < Dh; d += WARP) { float v = xr[d]; row[d] = v; ss += v * v; }
@@ -103,10 +104,16 @@ __device__ __forceinline__ void norm_rope_row(const float* __restrict__ xr, floa
         float a = row[ia] * inv * w[ia], b = row[ib] * inv * w[ib];
         float c, s;
         angle<STEP>(p, j, n_dims, theta, c, s, freq_scale);
-        yr[ia] = a * c - b * s;
-        yr[ib] = a * s + b * c;
+        const float ya = a * c - b * s, yb = a * s + b * c;
+        yr[ia] = ya;
+        yr[ib] = yb;
+        if (kc) { kc[ia] = __float2half_rn(ya); kc[ib] = __float2half_rn(yb); }
     }
-    for (int d = n_dims + lane; d < Dh; d += WARP) yr[d] = row[d] * inv * w[d];
+    for (int d = n_dims + lane; d < Dh; d += WARP) {
+        const float y = row[d] * inv * w[d];
+        yr[d] = y;
+        if (kc) kc[d] = __float2half_rn(y);
+    }
 }
 
 template <bool STEP>
@@ -137,18 +144,56 @@ extern "C" __global__ void qk_norm_rope_nd_f32(const float* __restrict__ x, floa
 }
 PDL_READY(qk_norm_rope_nd_f32);
 
+// The pair's rows; with STORE, also kv_store's job (chapter 12): k's rotated rows and v's rows, as
+// f16, into the cache pages at slots[t] (< 0: a padding row, not stored). Rows [nq + nk, nq + 2 nk)
+// are v's, copied. The attention after it then only reads the pages: one kernel fewer per block.
+template <bool STORE>
+__device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const float* __restrict__ k,
+                                             float* __restrict__ y, const float* __restrict__ wq,
+                                             const float* __restrict__ wk, const int* __restrict__ pos,
+                                             int T, int Hq, int Hk, int Dh, int n_dims, float eps,
+                                             double lstep, double freq_scale, int neox,
+                                             const float* __restrict__ v, __half* __restrict__ Kc,
+                                             __half* __restrict__ Vc, const int* __restrict__ slots) {
+    __shared__ float row[QKN_WARPS][256];
+    pdl_wait();
+    const long r = (long)blockIdx.x * QKN_WARPS + threadIdx.x / WARP, nq = (long)T * Hq, nk = (long)T * Hk;
+    if (r >= nq + nk * (STORE ? 2 : 1)) return;
+    const bool is_q = r < nq;
+    const long rr = is_q ? r : r - nq;                   // the row within q or k (or v)
+    __half* kc = nullptr;
+    if (STORE && !is_q) {
+        const long rk = rr < nk ? rr : rr - nk;          // (token, head) of the k or v row
+        const int slot = slots[rk / Hk];
+        __half* dst = slot < 0 ? nullptr : (rr < nk ? Kc : Vc) + ((long)slot * Hk + rk % Hk) * Dh;
+        if (rr >= nk) {                                  // a v row: copied as it is
+            if (dst)
+                for (int d = threadIdx.x % WARP; d < Dh; d += WARP) dst[d] = __float2half_rn(v[rk * Dh + d]);
+            return;
+        }
+        kc = dst;
+    }
+    norm_rope_row<true>((is_q ? q : k) + rr * Dh, y + r * Dh, is_q ? wq : wk, pos[rr / (is_q ? Hq : Hk)],
+                        row[threadIdx.x / WARP], Dh, n_dims, eps, lstep, freq_scale, neox, kc);
+}
+
 extern "C" __global__ void qk_norm_rope_pair_f32(const float* __restrict__ q, const float* __restrict__ k,
                                                  float* __restrict__ y, const float* __restrict__ wq,
                                                  const float* __restrict__ wk, const int* __restrict__ pos,
                                                  int T, int Hq, int Hk, int Dh, int n_dims, float eps,
                                                  double lstep, double freq_scale, int neox) {
-    __shared__ float row[QKN_WARPS][256];
-    pdl_wait();
-    const long r = (long)blockIdx.x * QKN_WARPS + threadIdx.x / WARP, nq = (long)T * Hq;
-    if (r >= nq + (long)T * Hk) return;
-    const bool is_q = r < nq;
-    const long rr = is_q ? r : r - nq;                   // the row within q or k
-    norm_rope_row<true>((is_q ? q : k) + rr * Dh, y + r * Dh, is_q ? wq : wk, pos[rr / (is_q ? Hq : Hk)],
-                        row[threadIdx.x / WARP], Dh, n_dims, eps, lstep, freq_scale, neox);
+    qk_pair_rows<false>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox,
+                        nullptr, nullptr, nullptr, nullptr);
 }
 PDL_READY(qk_norm_rope_pair_f32);
+
+extern "C" __global__ void qk_norm_rope_store_f32(const float* __restrict__ q, const float* __restrict__ k,
+                                                  float* __restrict__ y, const float* __restrict__ wq,
+                                                  const float* __restrict__ wk, const int* __restrict__ pos,
+                                                  int T, int Hq, int Hk, int Dh, int n_dims, float eps,
+                                                  double lstep, double freq_scale, int neox,
+                                                  const float* __restrict__ v, __half* __restrict__ Kc,
+                                                  __half* __restrict__ Vc, const int* __restrict__ slots) {
+    qk_pair_rows<true>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, v, Kc, Vc, slots);
+}
+PDL_READY(qk_norm_rope_store_f32);

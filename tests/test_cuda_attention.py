@@ -206,6 +206,51 @@ def test_paged_decode_configs_long(A, rng, cfg):
 
 
 @gpu
+@pytest.mark.parametrize("D", [8, 16, 32, 128, 256])
+def test_paged_decode_mostly_empty_splits(A, rng, D):
+    """Splits sized for a table far longer than the sequences (as a bucketed step's are): the
+    blocks of empty splits return at once and the merge reads only the splits that hold keys;
+    every head dim the kernel takes (the merge's shuffles run over D < 32 lanes too)."""
+    lens = [1, 129, 700]
+    q, kp, vp, tab, ln = make_cache(3, 4, 2, D, 16, lens, rng)
+    wide = np.full((3, 128), -1, np.int32)                        # room for 2048 tokens each
+    wide[:, :tab.shape[1]] = tab
+    for splits in (None, 64):                                     # chosen (one per 64 keys), and 64 of 32 keys
+        out = poisoned(q.shape)
+        A.paged_attention_decode(dev(q), dev(kp), dev(vp), dev(wide), dev(ln), out=out, n_splits=splits)
+        assert frob(host(out), decode_ref(q, kp, vp, tab, ln)) < 2e-5
+
+
+@gpu
+@pytest.mark.parametrize("T,Hq,Hk,Dh,n_dims", [(1, 32, 8, 128, None), (3, 4, 2, 64, 48), (5, 2, 1, 32, None)])
+def test_qk_norm_rope_store_is_the_pair_and_kv_store(A, C, rng, T, Hq, Hk, Dh, n_dims):
+    """One launch = qk_norm_rope_pair, then kv_store of its rotated k and of v: the output and the
+    pages to the bit; a padding row (slot -1) is not stored."""
+    from tffedu.errors import ShapeError
+    q, k, v = (rng.standard_normal((T, H, Dh)).astype(np.float32) * 3 for H in (Hq, Hk, Hk))
+    wq, wk = ((1 + 0.3 * rng.standard_normal(Dh)).astype(np.float32) for _ in range(2))
+    pos = rng.integers(0, 5000, T).astype(np.int32)
+    P, ps = 4, 4
+    slots = rng.choice(P * ps, T, replace=False).astype(np.int32)
+    slots[-1] = -1 if T > 1 else slots[-1]
+    kw = dict(eps=1e-6, theta=1e6, mode="neox", n_dims=n_dims)
+    pages = [rng.standard_normal((P, ps, Hk, Dh)).astype(np.float16) for _ in range(2)]
+    kp, vp, kp2, vp2 = (dev(x) for x in pages + pages)
+    got = host(A.qk_norm_rope_store(dev(q), dev(k), dev(v), dev(wq), dev(wk), dev(pos), kp, vp, dev(slots), **kw))
+    want = host(C.qk_norm_rope_pair(dev(q), dev(k), dev(wq), dev(wk), dev(pos), **kw))
+    assert np.array_equal(got, want)
+    A.kv_store(dev(want[T * Hq * Dh:].reshape(T, Hk, Dh)), dev(v), kp2, vp2, dev(slots))
+    assert np.array_equal(host(kp), host(kp2)) and np.array_equal(host(vp), host(vp2))
+    if T > 1:                                                     # the padding row left its page alone
+        untouched = np.setdiff1d(np.arange(P * ps), slots[slots >= 0])
+        assert np.array_equal(host(kp).reshape(P * ps, Hk, Dh)[untouched],
+                              pages[0].reshape(P * ps, Hk, Dh)[untouched])
+    with pytest.raises(ShapeError, match="does not fit pages"):
+        A.qk_norm_rope_store(dev(q), dev(k), dev(v), dev(wq), dev(wk), dev(pos),
+                             dev(pages[0][..., :Dh // 2].copy()), dev(pages[1][..., :Dh // 2].copy()), dev(slots), **kw)
+
+
+@gpu
 @pytest.mark.parametrize("ps", [1, 16, 32])
 def test_kv_store_then_paged_prefill(A, rng, ps):
     Hq, Hkv, D, T0, T = 8, 2, 64, 37, 21                       # 37 cached tokens, 21 new ones

@@ -56,13 +56,20 @@ def test_decode_fuses_the_gemv_epilogues(files, name, B):
     # the output head reads one of the final norm
     assert ops["rmsnorm_q8"] == 2 * L + 1 and ops["matmul_cat"] == L and ops["matmul_q8"] == 1
     assert ops["matmul"] == ops["rmsnorm"] == 0
-    # Qwen3's q and k rotations: one launch per block, read through two views (q's rows first)
-    assert ops["qk_norm_rope_pair"] == (L if name.startswith("qwen3") else 0) and ops["qk_norm_rope"] == 0
+    # Qwen3's q and k rotations: one launch per block, read through two views (q's rows first); it
+    # stores the K/V itself where the attention after it is the packed one
+    hd32, qwen = name.endswith("hd32"), name.startswith("qwen3")
+    assert ops["qk_norm_rope_pair"] + ops["qk_norm_rope_store"] == (L if qwen else 0) and ops["qk_norm_rope"] == 0
+    assert ops["qk_norm_rope_store"] == (L if qwen and hd32 else 0)
     # the attention writes the o-projection's packed int8 input itself where a head is whole 32-blocks
-    hd32 = name.endswith("hd32")
     assert ops["paged_attention_q8"] == (L if hd32 else 0) and ops["paged_attention_varlen"] == (0 if hd32 else L)
     g = lowered(files[name], "decode", B, B)
-    for pair in (n for n in g.nodes if n.op == "qk_norm_rope_pair"):
+    for a in (n for n in g.nodes if n.op == "paged_attention_q8"):
+        store = a.inputs[0].inputs[0]           # q: a view of the rope op, which stored a's K/V
+        assert a.attrs["stored"] is (store.op == "qk_norm_rope_store") is qwen
+        if qwen:
+            assert store.inputs[2] is a.inputs[2] and store.inputs[6:] == a.inputs[3:6]   # v, pages, slots
+    for pair in (n for n in g.nodes if n.op in ("qk_norm_rope_pair", "qk_norm_rope_store")):
         q, k = sorted((v for v in g.nodes if v.op == "view" and v.inputs[0] is pair), key=lambda v: v.attrs["offset"])
         assert (q.name.endswith("q_rope"), k.name.endswith("k_rope"), k.attrs["offset"]) == (True, True, q.numel)
         assert q.numel + k.numel == pair.numel and [x.name for x in pair.inputs[:2]] == [q.name[:-4] + "heads",

@@ -292,6 +292,22 @@ for attrs in ROPE:
                                        for x, w in ((a[0], a[2]), (a[1], a[3]))])
             return (lambda: ([q, k, wq, wk, pos], dict(eps=1e-6, **attrs))), ref
 
+        @case("qk_norm_rope_store", f"{attrs} H{H}+{H // 2 or 1} hd{hd}", tol_gpu=1e-3, gpu_only=True)
+        def _(attrs=attrs, H=H, hd=hd):
+            Hk = H // 2 or 1
+            q, k, v, wq, wk = f32(6, H, hd), f32(6, Hk, hd), f32(6, Hk, hd), norm_w(hd), norm_w(hd)
+            pos = np.array([0, 3, 9, 77, 5000, 20000], np.int32)
+            pages = [np.zeros((3, 4, Hk, hd), np.float16) for _ in range(2)]
+            slots = np.array([5, 0, -1, 11, 2, 7], np.int32)          # a padding row (-1)
+
+            def ref(a, kw):    # the pair's output, then the pages with the rotated k and v stored
+                rot = {k_: v_ for k_, v_ in kw.items() if k_ != "eps"}
+                qr, kr = (rope_ref(rmsnorm_ref(x, w, kw["eps"]), a[5], **rot) for x, w in ((a[0], a[3]), (a[1], a[4])))
+                kp, vp = (np.asarray(p_, np.float64).reshape(-1, *p_.shape[2:]).copy() for p_ in (a[6], a[7]))
+                kp[a[8][a[8] >= 0]], vp[a[8][a[8] >= 0]] = kr[a[8] >= 0], a[2][a[8] >= 0]
+                return np.concatenate([qr.ravel(), kr.ravel(), kp.ravel(), vp.ravel()])
+            return (lambda: ([q, k, v, wq, wk, pos, *(p_.copy() for p_ in pages), slots], dict(eps=1e-6, **attrs))), ref
+
 for op in ("add", "swiglu"):
     for shape in ((3, 96), (5, 7)):
         @case(op, f"{list(shape)}", tol_gpu=1e-6)
@@ -463,6 +479,8 @@ def result(op, args, out):
     "What an op call means: its output, and for the store ops the pages it wrote."
     if op == "kv_store":
         return host(args[2]).astype(np.float64)
+    if op == "qk_norm_rope_store":                  # its output, then the pages it wrote
+        return np.concatenate([host(out).ravel(), host(args[6]).ravel(), host(args[7]).ravel()]).astype(np.float64)
     if op in ("rmsnorm_q8", "paged_attention_q8"):   # packed int8 activations: what they stand for
         return unpack_q8(host(out))
     return host(out).astype(np.float64)

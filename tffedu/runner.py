@@ -281,10 +281,43 @@ def _fuse_rope_pairs(graph: Graph) -> Graph:
     return fuse(graph, [rule])
 
 
+def _stores_for(pair: Node, users) -> Node | None:
+    """The packed decode attention that reads this rope pair's q part as its q and its k part as its k,
+    and is the k part's only reader: the pair can store that attention's K/V itself."""
+    views = sorted((u for u in users[pair] if u is not None and u.op == "view"), key=lambda u: u.attrs["offset"])
+    if len(views) != 2 or len(users[pair]) != 2:
+        return None
+    q, k = views
+    atts = users[k]
+    a = atts[0] if len(atts) == 1 else None
+    if (a is not None and a.op == "paged_attention_q8" and not a.attrs.get("stored")
+            and a.inputs[0] is q and a.inputs[1] is k):
+        return a
+    return None
+
+
+def _fuse_kv_store(n: Node, users) -> Node | None:
+    """A rope pair and the attention after it -> `qk_norm_rope_store` (the pair, and kv_store's writes
+    of the rotated k and of v into the pages) and that attention with `stored=True`: the decode block's
+    K/V store is no kernel of its own any more."""
+    if n.op == "qk_norm_rope_pair" and (a := _stores_for(n, users)) is not None:
+        q, k, wq, wk, pos = n.inputs
+        v, kp, vp, slots = a.inputs[2:6]
+        return replace(n, op="qk_norm_rope_store", inputs=(q, k, v, wq, wk, pos, kp, vp, slots))
+    if n.op == "paged_attention_q8" and not n.attrs.get("stored"):
+        pair = n.inputs[1].inputs[0] if n.inputs[1].op == "view" else None
+        if pair is not None and pair.op == "qk_norm_rope_pair" and _stores_for(pair, users) is n:
+            return replace(n, attrs={**n.attrs, "stored": True})
+    return None
+
+
+register_op("qk_norm_rope_store", None, (9, 9), side_effect=True)   # it writes the pages too
+
+
 # backend -> passes, each a list of fusion rules or a function of the graph (a pass sees the graph
 # the previous one made)
 LOWERINGS = {"cpu": [], "cuda": [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], _fuse_siblings,
-                                 [_fuse_norm_quant, _fuse_attn_quant], _fuse_rope_pairs]}
+                                 [_fuse_norm_quant, _fuse_attn_quant], _fuse_rope_pairs, [_fuse_kv_store]]}
 
 
 def lower(graph: Graph, backend: str) -> Graph:

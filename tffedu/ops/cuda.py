@@ -28,7 +28,7 @@ __all__ = ['CU_FUNC_NUM_REGS', 'CU_FUNC_MAX_DYNAMIC_SHARED', 'PDL', 'WS_ALIGN', 
            'libcuda', 'Module', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem', 'time_all', 'time_ms',
            'copy_bandwidth', 'CudaGraph', 'Kernel', 'kernel', 'launch', 'kind', 'ptr', 'check', 'empty', 'output',
            'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope', 'qk_norm_rope_pair',
-           'add', 'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
+           'qk_pair_launch', 'add', 'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
 
 # %% ../../notebooks/10_cuda_basics.ipynb #8185bb4d
 from ..device import cuda_context as context, cuda_driver as _drv
@@ -538,6 +538,12 @@ def qk_norm_rope_pair(q, k, wq, wk, pos, out=None, stream=None, eps: float = 1e-
                       mode: str = "neox", n_dims: int | None = None, freq_scale: float = 1.0):
     """`qk_norm_rope` of q [T, Hq, Dh] (weight wq) and of k [T, Hk, Dh] (weight wk) in one launch:
     f32 [T*Hq*Dh + T*Hk*Dh], q's rows then k's (chapter 13's lowering reads each through a view)."""
+    return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale)
+
+
+def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, store=None):
+    """The pair's checks and launch; `store` = (v, k_pages, v_pages, slots) device addresses and
+    v's rows also (chapter 12's `qk_norm_rope_store`): the kernel stores k and v in the pages too."""
     T, Hq, Dh, n, lstep = _rope_args(q, pos, mode, n_dims, theta, "qk_norm_rope_pair")
     _, Hk, _ = check(k, "k", shape=(T, None, Dh), kinds=("F32",))
     if Dh > 256:
@@ -545,12 +551,14 @@ def qk_norm_rope_pair(q, k, wq, wk, pos, out=None, stream=None, eps: float = 1e-
     check(wq, "wq", shape=(Dh,), kinds=("F32",))
     check(wk, "wk", shape=(Dh,), kinds=("F32",))
     out = output(out, q, (T * (Hq + Hk) * Dh,), "F32")
-    rows = T * (Hq + Hk)
+    rows = T * (Hq + Hk) + (T * Hk if store else 0)
     if rows:
-        launch(kernel("rope.cu", "qk_norm_rope_pair_f32", "PPPPPPiiiiifddi", {"QKN_WARPS": 4}), ((rows + 3) // 4,),
+        name, sig = ("qk_norm_rope_store_f32", "PPPPPPiiiiifddiPPPP") if store else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddi")
+        launch(kernel("rope.cu", name, sig, {"QKN_WARPS": 4}), ((rows + 3) // 4,),
                (128,), stream, ptr(q, "q"), ptr(k, "k"), ptr(out, "out"), ptr(wq, "wq"), ptr(wk, "wk"),
                ptr(pos, "pos"), np.int32(T), np.int32(Hq), np.int32(Hk), np.int32(Dh), np.int32(n),
-               np.float32(eps), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"))
+               np.float32(eps), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"),
+               *(store or ()))
     return out
 
 # %% ../../notebooks/10_cuda_basics.ipynb #d3708286

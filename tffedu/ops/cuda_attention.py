@@ -18,13 +18,13 @@ import numpy as np
 from ..errors import ShapeError
 from ..factory import OPS
 from .cuda import (Workspace, cast, cast_raw, check, device_info, kernel, kind, launch, output,
-                             ptr, set_smem, with_workspace, workspace_bytes, _drv)
+                             ptr, qk_pair_launch, set_smem, with_workspace, workspace_bytes, _drv)
 
 # %% auto #0
 __all__ = ['FLASH', 'FLASH_SMALL', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_head_dim_ok', 'flash_launch', 'attention',
            'cast_or_copy', 'choose_splits', 'decode_head_dim_ok', 'paged_attention_decode', 'decode_launch',
-           'kv_store_raw', 'kv_store', 'prefill_launch', 'paged_attention', 'paged_attention_varlen',
-           'paged_attention_q8']
+           'kv_store_raw', 'kv_store', 'qk_norm_rope_store', 'prefill_launch', 'paged_attention',
+           'paged_attention_varlen', 'paged_attention_q8']
 
 # %% ../../notebooks/12_attention.ipynb #012acba0
 # Default kernel and tile shape, from the H200 sweep (section 6): v3 with the heads-first grid and
@@ -279,8 +279,9 @@ def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, S, split
            np.uintp(part_o), np.uintp(part_ml), op, np.int32(Hkv), np.int32(ps), np.int32(split_len),
            np.float32(scale * math.log2(math.e)))
     if S > 1:
-        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPi", {"HEAD_DIM": D, **({"QUANT": 1} if quant else {})})
-        launch(red, (B * Hq,), (D,), stream, np.uintp(part_o), np.uintp(part_ml), op, np.int32(S))
+        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPiPii", {"HEAD_DIM": D, **({"QUANT": 1} if quant else {})})
+        launch(red, (B * Hq,), (D,), stream, np.uintp(part_o), np.uintp(part_ml), op, np.int32(S), lp,
+               np.int32(Hq), np.int32(split_len))
 
 # %% ../../notebooks/12_attention.ipynb #7967a8a5
 def kv_store_raw(k, v, kp: int, vp: int, slots, cache_kind: str, row: int, stream=None) -> None:
@@ -305,6 +306,24 @@ def kv_store(k, v, k_pages, v_pages, slots, stream=None):
         raise ShapeError(f"kv_store: k {(T, Hkv, D)} does not fit pages {(P, ps, H2, D2)}")
     kv_store_raw(k, v, ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), slots, kind(k_pages), Hkv * D, stream)
     return k_pages, v_pages
+
+
+@OPS.register("qk_norm_rope_store", "cuda")
+def qk_norm_rope_store(q, k, v, wq, wk, pos, k_pages, v_pages, slots, out=None, stream=None, eps: float = 1e-6,
+                       theta: float = 10000.0, mode: str = "neox", n_dims: int | None = None,
+                       freq_scale: float = 1.0):
+    """`qk_norm_rope_pair(q, k, wq, wk, pos)` whose launch also does `kv_store` of the rotated k and
+    of v (f32 [T, Hk, Dh]) into the f16 pages at `slots`: one kernel where there were two. Chapter
+    13's lowering gives it to a decode block, whose attention (`stored=True`) then only reads."""
+    T, Hk, D = check(k, "k", ndim=3, kinds=("F32",))
+    check(v, "v", shape=(T, Hk, D), kinds=("F32",))
+    P, ps, H2, D2 = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
+    check(v_pages, "v_pages", shape=(P, ps, H2, D2), kinds=("F16",))
+    check(slots, "slots", shape=(T,), kinds=("I32",))
+    if (H2, D2) != (Hk, D):
+        raise ShapeError(f"qk_norm_rope_store: k {(T, Hk, D)} does not fit pages {(P, ps, H2, D2)}")
+    return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale,
+                          store=(ptr(v, "v"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(slots, "slots")))
 
 # %% ../../notebooks/12_attention.ipynb #8d8154e0
 def _paged_pieces(T: int, Hq: int, D: int, S: int, Hkv: int) -> list[int]:
@@ -393,18 +412,19 @@ def _q8_workspace(*inputs, **attrs) -> int:
 @OPS.register("paged_attention_q8", "cuda")
 @with_workspace(_q8_workspace)
 def paged_attention_q8(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos,
-                       scale: float | None = None, out=None, stream=None, workspace=None):
+                       scale: float | None = None, stored: bool = False, out=None, stream=None, workspace=None):
     """`paged_attention_varlen(..., decode=True)` with its output written as chapter 11's packed
     int8 activations, I8 [B, K + K/8] for K = Hq * D — what `quantize_q8_act` makes of the f32
     output, bit for bit — by the attention's last kernel. Chapter 13's lowering gives it to a decode
-    step whose o-projection is a GEMV: one quantization kernel fewer per block. D % 32 == 0."""
+    step whose o-projection is a GEMV: one quantization kernel fewer per block. D % 32 == 0.
+    stored=True: this step's k and v are in the pages already (`qk_norm_rope_store` wrote them)."""
     return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, True, True,
-                   out, stream, workspace)
+                   out, stream, workspace, stored)
 
 
 def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, decode: bool,
-            quant: bool, out, stream, workspace):
-    "paged_attention_varlen, or with `quant` (decode only) paged_attention_q8."
+            quant: bool, out, stream, workspace, stored: bool = False):
+    "paged_attention_varlen, or with `quant` (decode only) paged_attention_q8 (`stored`: K/V already in the pages)."
     N, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
     _, Hkv, _ = check(k, "k", shape=(N, None, D), kinds=("F32",))
     check(v, "v", shape=(N, Hkv, D), kinds=("F32",))
@@ -428,7 +448,8 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
     max_len = max_pages * ps
     ws = Workspace(workspace, workspace_bytes(*_varlen_pieces(N, Hq, D, Hkv, B, max_len, decode)))
     kp, vp, tp = ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(page_tables, "page_tables")
-    kv_store_raw(k, v, kp, vp, slots, "F16", Hkv * D, stream)
+    if not stored:
+        kv_store_raw(k, v, kp, vp, slots, "F16", Hkv * D, stream)
     if decode:
         S, split_len = _varlen_splits(max_len)
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)

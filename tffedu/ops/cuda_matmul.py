@@ -22,16 +22,16 @@ from .cuda import (CU_FUNC_NUM_REGS, CudaGraph, Workspace, _drv, add, cast_raw, 
 
 # %% auto #0
 __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 'MMA_CONFIGS', 'WGMMA_DEFAULT', 'WGMMA_CONFIGS',
-           'USE_WGMMA', 'GEMV_VERSIONS', 'GEMV_DEFAULT', 'GEMV_DEFAULT_BIG', 'DEQUANT_SLAB_BYTES', 'QWEN3_8B_SHAPES',
-           'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_TILES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M', 'Q8_GEMM_MIN_M',
-           'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref',
-           'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher',
-           'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
-           'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm',
-           'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available',
-           'q8_gemm_smem', 'q8_gemm_tokens', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes',
-           'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'matmul', 'matmul_add', 'matmul_swiglu', 'matmul_cat',
-           'rmsnorm_q8', 'matmul_q8']
+           'USE_WGMMA', 'GEMV_VERSIONS', 'GEMV_DEFAULT', 'GEMV_DEFAULT_BIG', 'GEMV_STEP', 'DEQUANT_SLAB_BYTES',
+           'QWEN3_8B_SHAPES', 'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_TILES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M',
+           'Q8_GEMM_MIN_M', 'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES', 'matmul_flops', 'matmul_ref', 'q8_0_unpack',
+           'q8_0_gemv_ref', 'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem',
+           'hgemm_launcher', 'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16',
+           'quantize_act', 'gemv_config', 'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0',
+           'q8_0_slab_rows', 'q8_0_slab_gemm', 'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows',
+           'bench_gemv', 'q8_gemm_available', 'q8_gemm_smem', 'q8_gemm_tokens', 'q8_gemm_config', 'q8_gemm_splits',
+           'q8_gemm_part_bytes', 'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'matmul', 'matmul_add',
+           'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -244,11 +244,20 @@ def quantize_act(x, xq, xd, T: int, K: int, src: str = "F32", stream=None):
 GEMV_DEFAULT = {1: (1, 4, 2), 2: (2, 4, 4), 3: (2, 4, 4)}    # T -> (rows, warps, stages) of v3/v4
 # (batch 1: two stages, the sweep's choice for the 53 MB matrices; the 661 MB head is 2% faster with 4)
 GEMV_DEFAULT_BIG = (4, 2, 4)                                     # T >= 4: more rows share each x block
+# batch 1 with an epilogue and K <= 4096, from a sweep of the whole replayed Qwen3-8B decode step
+# (chapter 13; benchmarks/sweep_decode_step.py): the gate/up pair with eight warps of one row
+# each (-1.2% per step), the o-projection's residual add with four stages (-0.7%)
+GEMV_STEP = {"pair": (1, 8, 2), "res": (1, 4, 4)}
 
 
-def gemv_config(T: int) -> tuple:
-    "Default (rows per warp, warps per block, pipeline stages) of GEMV v3 for batch T."
-    return GEMV_DEFAULT.get(int(T), GEMV_DEFAULT_BIG)
+def gemv_config(T: int, K: int = 0, epilogue: str | None = None) -> tuple:
+    """Default (rows per warp, warps per block, pipeline stages) of GEMV v3 for batch T; epilogue
+    "pair" (gate and up: twice the rows in flight, so half as many per warp) or "res"."""
+    T = int(T)
+    if T == 1 and K <= 4096 and epilogue in GEMV_STEP:
+        return GEMV_STEP[epilogue]
+    r, w, s = GEMV_DEFAULT.get(T, GEMV_DEFAULT_BIG)
+    return (max(1, r // 2), w, s) if epilogue == "pair" else (r, w, s)
 
 # %% ../../notebooks/11_matmul.ipynb #74496ad7
 def _cat_parts(cat, w) -> tuple:
@@ -276,9 +285,7 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
     two (matrix, rows) pairs: Q8_0 matrices of w's K) streams their rows after w's, y planar: x @ w.T
     [T, N], then x @ wi.T [T, rows] each — q, k and v of one input in one launch."""
     N, K, T = int(N), int(K), int(T)
-    r0, w0, s0 = gemv_config(T)
-    if w2 is not None:                 # gate + up stream twice the rows: half as many outputs per warp
-        r0 = max(1, r0 // 2)
+    r0, w0, s0 = gemv_config(T, K, "pair" if w2 is not None else "res" if res is not None else None)
     rows, stages = rows or r0, stages or s0
     warps = warps or (w0 if version in ("dp4a", "persist") else 4)
     if K % QK8_0:
