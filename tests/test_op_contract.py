@@ -304,7 +304,8 @@ for attrs in ROPE:
                 rot = {k_: v_ for k_, v_ in kw.items() if k_ != "eps"}
                 qr, kr = (rope_ref(rmsnorm_ref(x, w, kw["eps"]), a[5], **rot) for x, w in ((a[0], a[3]), (a[1], a[4])))
                 kp, vp = (np.asarray(p_, np.float64).reshape(-1, *p_.shape[2:]).copy() for p_ in (a[6], a[7]))
-                kp[a[8][a[8] >= 0]], vp[a[8][a[8] >= 0]] = kr[a[8] >= 0], a[2][a[8] >= 0]
+                stored = a[8] >= 0
+                kp[a[8][stored]], vp[a[8][stored]] = kr[stored], a[2][stored]
                 return np.concatenate([qr.ravel(), kr.ravel(), kp.ravel(), vp.ravel()])
             return (lambda: ([q, k, v, wq, wk, pos, *(p_.copy() for p_ in pages), slots], dict(eps=1e-6, **attrs))), ref
 

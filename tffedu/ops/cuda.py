@@ -541,20 +541,22 @@ def qk_norm_rope_pair(q, k, wq, wk, pos, out=None, stream=None, eps: float = 1e-
     return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale)
 
 
-def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, store=None):
+def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, store=None,
+                   name: str = "qk_norm_rope_pair"):
     """The pair's checks and launch; `store` = (v, k_pages, v_pages, slots) device addresses and
-    v's rows also (chapter 12's `qk_norm_rope_store`): the kernel stores k and v in the pages too."""
-    T, Hq, Dh, n, lstep = _rope_args(q, pos, mode, n_dims, theta, "qk_norm_rope_pair")
+    v's rows also (chapter 12's `qk_norm_rope_store`): the kernel stores k and v in the pages too.
+    `name`: the op the errors name."""
+    T, Hq, Dh, n, lstep = _rope_args(q, pos, mode, n_dims, theta, name)
     _, Hk, _ = check(k, "k", shape=(T, None, Dh), kinds=("F32",))
     if Dh > 256:
-        raise ShapeError(f"qk_norm_rope_pair needs a head dim <= 256, got {Dh}")
+        raise ShapeError(f"{name} needs a head dim <= 256, got {Dh}")
     check(wq, "wq", shape=(Dh,), kinds=("F32",))
     check(wk, "wk", shape=(Dh,), kinds=("F32",))
     out = output(out, q, (T * (Hq + Hk) * Dh,), "F32")
     rows = T * (Hq + Hk) + (T * Hk if store else 0)
     if rows:
-        name, sig = ("qk_norm_rope_store_f32", "PPPPPPiiiiifddiPPPP") if store else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddi")
-        launch(kernel("rope.cu", name, sig, {"QKN_WARPS": 4}), ((rows + 3) // 4,),
+        fn, sig = ("qk_norm_rope_store_f32", "PPPPPPiiiiifddiPPPP") if store else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddi")
+        launch(kernel("rope.cu", fn, sig, {"QKN_WARPS": 4}), ((rows + 3) // 4,),
                (128,), stream, ptr(q, "q"), ptr(k, "k"), ptr(out, "out"), ptr(wq, "wq"), ptr(wk, "wk"),
                ptr(pos, "pos"), np.int32(T), np.int32(Hq), np.int32(Hk), np.int32(Dh), np.int32(n),
                np.float32(eps), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"),

@@ -323,7 +323,8 @@ def qk_norm_rope_store(q, k, v, wq, wk, pos, k_pages, v_pages, slots, out=None, 
     if (H2, D2) != (Hk, D):
         raise ShapeError(f"qk_norm_rope_store: k {(T, Hk, D)} does not fit pages {(P, ps, H2, D2)}")
     return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale,
-                          store=(ptr(v, "v"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(slots, "slots")))
+                          store=(ptr(v, "v"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(slots, "slots")),
+                          name="qk_norm_rope_store")
 
 # %% ../../notebooks/12_attention.ipynb #8d8154e0
 def _paged_pieces(T: int, Hq: int, D: int, S: int, Hkv: int) -> list[int]:
