@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Chapter 11's Q8_0 matmuls side by side on Qwen3-8B's shapes: GEMV v3, version 6 (Q8_0 into wgmma),
-the slab path (dequantize + v5) and cuBLAS fp16 (torch), microseconds per call from CUDA graphs.
+"""Chapter 11's Q8_0 matmuls side by side on Qwen3-8B's shapes: GEMV v3, versions 6 and 7 (Q8_0 into
+wgmma; 7: fed by TMA), the slab path (dequantize + v5) and cuBLAS fp16 (torch), microseconds per call
+from CUDA graphs.
 
     python benchmarks/bench_q8_gemm.py                  # the chapter's table
-    python benchmarks/bench_q8_gemm.py --sweep          # + version 6's other tiles and K splits
+    python benchmarks/bench_q8_gemm.py --sweep          # + the other tiles and K splits of both
     python benchmarks/bench_q8_gemm.py --batches 16 32 --json out.json
 Needs an NVIDIA H100/H200 (sm_90), PyCUDA and torch.
 """
@@ -16,13 +17,13 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 
 def sweep_configs(M):
-    """Version 6 launches to try besides the chosen one. Few tokens (M <= 128): the small tiles, K split
-    1..16, their other rings. Many: the 128- and 256-token tiles, K split 1..4, their other rings."""
+    """Launches to try besides the chosen one, of versions 6 and 7. Few tokens (M <= 128): the small
+    tiles, K split 1..16 (and version 6's other rings). Many: the 128- and 256-token tiles, K split 1..4."""
     from tffedu.ops import cuda_matmul as cm
     big = M > 128
     tiles = (128, 256) if big else (16, 32, 64)
-    out = [dict(BT=b, splits=s) for b in tiles for s in ((1, 2, 3, 4) if big else (1, 2, 4, 8, 16))]
-    return out + [dict(c, splits=s) for c in cm.Q8_GEMM_CONFIGS if c["BT"] in tiles
+    out = [dict(V=v, BT=b, splits=s) for v in (6, 7) for b in tiles for s in ((1, 2, 3, 4) if big else (1, 2, 4, 8, 16))]
+    return out + [dict(c, V=6, splits=s) for c in cm.Q8_GEMM_CONFIGS if c["BT"] in tiles
                   and {k: c[k] for k in ("SK", "STAGES", "LATE")} != cm.Q8_GEMM_TILES.get(c["BT"]) for s in (1, 2)]
 
 
@@ -48,7 +49,7 @@ def main():
         print(f"{K:5d}->{N:<6d} M={M:5d}  " + "  ".join(
             f"{r['name']}: {r['us']:.1f}us {r['gbs']:.0f}GB/s {r['tflops']:.0f}TF" for r in rs[:6]) +
             f"   (best {best['name']})")
-        bad = [r for r in rs if r["err"] > 2e-5 * (K / 4096) ** 0.5 and r["name"].startswith("v6")]
+        bad = [r for r in rs if r["err"] > 2e-5 * (K / 4096) ** 0.5 and r["name"][:2] in ("v6", "v7")]
         if bad:
             print("   !! error", [(r["name"], r["err"]) for r in bad])
     if a.json:

@@ -12,9 +12,8 @@
 //     == 0, so the raw copies are 16-byte cp.async of long pieces of each row; all but one slot of the
 //     ring are in flight while a stage is computed (AHEAD = STAGES - 1: nothing of a stage is still
 //     read once the next one starts, see the loop);
-//   * dequantization is exact and cheap: an int8 pair is biased to bytes, placed under the exponent
-//     of 1024.0 (0x64XX = 1024 + byte), 1152 is subtracted (= q, exact), and one fp16 multiply by d
-//     rounds d * q once: the same fp16 weights as the old slab's __float2half_rn(d * q);
+//   * dequantization is exact and cheap (q8_tile.cuh's dequant2): the same fp16 weights as the old
+//     slab's __float2half_rn(d * q);
 //   * no converted tile in shared memory means no proxy fence and no barrier per 64-k tile: one of
 //     each per stage (the token tiles arrive by cp.async, the generic proxy; wgmma reads them through
 //     the async proxy).  A first version wrote the fp16 tile to shared memory and fenced every 64 k,
@@ -31,7 +30,7 @@
 //     grid for what were three launches.  CAT = 0 compiles the one-matrix addressing (fewer registers
 //     and no per-row select), which every plain launch uses.
 // Needs sm_90a.  K % SK == 0, x 16-byte aligned; M, N any.
-#include "common.cuh"
+#include "q8_tile.cuh"
 #include "wgmma.cuh"
 
 #ifndef BT
@@ -51,8 +50,6 @@
 #define SUB (SK / BK)    // token tiles (and 64-k wgmma batches) per stage
 #define NTHREADS 256
 #define CPR (BK / 8)     // 16-byte chunks per row of a token tile
-#define QK 32
-#define QBYTES 34
 #define RAW_ROW (SUB * BK / QK * QBYTES)    // 68 / 136 / 272 bytes of raw blocks per weight row and stage
 #define RAW_CHUNKS 17                       // cp.async per row of a stage, of CHUNK bytes each
 #define CHUNK (RAW_ROW / RAW_CHUNKS)        // 4, 8 or 16
@@ -99,35 +96,6 @@ __device__ __forceinline__ void load_w(unsigned char* dst, const unsigned char* 
         if (CHUNK == 16) cp_async16(s, g, ok ? 16 : 0);
         else if (CHUNK == 8) cp_async8(s, g, ok ? 8 : 0);
         else cp_async4(s, g, ok ? 4 : 0);
-    }
-}
-
-// two int8 quants (2 bytes at p) times the scale pair d2 -> an fp16 pair, exactly fp16(d * q)
-__device__ __forceinline__ uint32_t dequant2(const unsigned char* p, __half2 d2) {
-    const uint32_t b = *reinterpret_cast<const uint16_t*>(p) ^ 0x8080u;          // int8 -> biased byte
-    uint32_t h = __byte_perm(b, 0x64646464u, 0x4140);                               // 1024 + byte, twice
-    __half2 v = __hmul2(__hsub2(*reinterpret_cast<__half2*>(&h), __float2half2_rn(1152.f)), d2);
-    return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// this thread's A fragments of 64-k tile `sub` of a stage: rows r and r+8 of its warp's 16, four
-// k16 slices; a[4j + 0..3] = (row r, k 16j+2t..+1), (row r+8, same), (row r, +8), (row r+8, +8)
-__device__ __forceinline__ void dequant_a(uint32_t* a, const unsigned char* raw, int r, int t, int sub) {
-    const unsigned char* ra = raw + r * RAW_ROW;
-    const unsigned char* rb = ra + 8 * RAW_ROW;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {                          // the two Q8_0 blocks of the 64-k tile
-        const int b = (sub * 2 + h) * QBYTES;
-        const __half2 da = __half2half2(*reinterpret_cast<const __half*>(ra + b));
-        const __half2 db = __half2half2(*reinterpret_cast<const __half*>(rb + b));
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj) {                   // k16 slice j = 2h + jj
-            const int q = b + 2 + 16 * jj + 2 * t, j = 2 * h + jj;
-            a[4 * j + 0] = dequant2(ra + q, da);
-            a[4 * j + 1] = dequant2(rb + q, db);
-            a[4 * j + 2] = dequant2(ra + q + 8, da);
-            a[4 * j + 3] = dequant2(rb + q + 8, db);
-        }
     }
 }
 
@@ -185,7 +153,8 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
 #pragma unroll
         for (int sub = 0; sub < SUB; ++sub) {
             uint32_t* af = a[sub & 1];                    // its last reader, batch sub-2, is done
-            dequant_a(af, raw, row, t, sub);
+            const unsigned char* ra = raw + row * RAW_ROW + sub * 2 * QBYTES;
+            dequant_a(af, ra, ra + 8 * RAW_ROW, t);
             const uint64_t db = make_desc(xs + sub * X_SUB);
             wgmma_fence();
 #pragma unroll
@@ -203,30 +172,7 @@ matmul_q8_0_wgmma(const __half* __restrict__ x, const unsigned char* __restrict_
 #pragma unroll
     for (int i = 0; i < BT / 2; ++i) fence_reg(acc[i]);
 
-    // accumulator of m64nBTk16: warp wid of the warpgroup holds weight rows 16*wid + g and + 8; n8
-    // chunk j: acc[4j], acc[4j+1] -> (row g, tokens 8j+2t, +1), acc[4j+2], acc[4j+3] -> (row g+8, ...)
-#pragma unroll
-    for (int j = 0; j < BT / 8; ++j) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int n = n0 + row + 8 * h;
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int m = m0 + 8 * j + 2 * t + e;
-                if (n < N && m < M) {
-                    float v = acc[4 * j + 2 * h + e];
-#if CAT
-                    if (n1 < N) {
-                        y[cat_index(m, n, M, N, n1, n2)] = v;
-                        continue;
-                    }
-#endif
-                    if (res) v = v + res[(size_t)m * N + n];   // unsplit matmul_add: the reduction's sum
-                    y[(size_t)m * ldy + n] = v;
-                }
-            }
-        }
-    }
+    store_acc<BT, CAT>(acc, y, res, m0, n0, row, t, M, N, ldy, n1, n2);
 }
 PDL_READY(matmul_q8_0_wgmma);
 

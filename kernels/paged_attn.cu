@@ -239,15 +239,16 @@ PDL_READY(paged_attn_reduce);
 // Helpers for the runtime around the cache.
 // kv_store: write this step's k, v (f32 [T, Hkv, D]) into the cache at flat slots
 // slot[t] = page * page_size + offset (one block per token, a thread per element). A slot < 0 is
-// a padding row of a bucketed batch: nothing is written. kv_store writes an f16 cache (the GPU's
+// a padding row of a bucketed batch, and one past the n_slots of the pages cannot be written:
+// nothing is stored for either. kv_store writes an f16 cache (the GPU's
 // pages), kv_store_f32 an f32 one (a dense cache, page_size 1).
 template <typename C>
 __device__ __forceinline__ void kv_store_rows(const float* __restrict__ k, const float* __restrict__ v,
                                              C* __restrict__ Kc, C* __restrict__ Vc,
-                                             const int* __restrict__ slots, int row) {
+                                             const int* __restrict__ slots, int row, int n_slots) {
     pdl_wait();
     const int tk = blockIdx.x, slot = slots[tk];
-    if (slot < 0) return;
+    if (slot < 0 || slot >= n_slots) return;
     const size_t dst = (size_t)slot * row;
     for (int i = threadIdx.x; i < row; i += blockDim.x) {
         Kc[dst + i] = (C)k[(size_t)tk * row + i];
@@ -256,14 +257,14 @@ __device__ __forceinline__ void kv_store_rows(const float* __restrict__ k, const
 }
 extern "C" __global__ void kv_store(const float* __restrict__ k, const float* __restrict__ v,
                                     __half* __restrict__ Kc, __half* __restrict__ Vc,
-                                    const int* __restrict__ slots, int row) {   // row = Hkv * D
-    kv_store_rows<__half>(k, v, Kc, Vc, slots, row);
+                                    const int* __restrict__ slots, int row, int n_slots) {   // row = Hkv * D
+    kv_store_rows<__half>(k, v, Kc, Vc, slots, row, n_slots);
 }
 PDL_READY(kv_store);
 extern "C" __global__ void kv_store_f32(const float* __restrict__ k, const float* __restrict__ v,
                                         float* __restrict__ Kc, float* __restrict__ Vc,
-                                        const int* __restrict__ slots, int row) {
-    kv_store_rows<float>(k, v, Kc, Vc, slots, row);
+                                        const int* __restrict__ slots, int row, int n_slots) {
+    kv_store_rows<float>(k, v, Kc, Vc, slots, row, n_slots);
 }
 PDL_READY(kv_store_f32);
 

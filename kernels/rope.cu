@@ -145,7 +145,7 @@ extern "C" __global__ void qk_norm_rope_nd_f32(const float* __restrict__ x, floa
 PDL_READY(qk_norm_rope_nd_f32);
 
 // The pair's rows; with STORE, also kv_store's job (chapter 12): k's rotated rows and v's rows, as
-// f16, into the cache pages at slots[t] (< 0: a padding row, not stored). Rows [nq + nk, nq + 2 nk)
+// f16, into the cache pages at slots[t] (< 0, a padding row, or past the pages' n_slots: not stored). Rows [nq + nk, nq + 2 nk)
 // are v's, copied. The attention after it then only reads the pages: one kernel fewer per block.
 template <bool STORE>
 __device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const float* __restrict__ k,
@@ -154,7 +154,7 @@ __device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const 
                                              int T, int Hq, int Hk, int Dh, int n_dims, float eps,
                                              double lstep, double freq_scale, int neox,
                                              const float* __restrict__ v, __half* __restrict__ Kc,
-                                             __half* __restrict__ Vc, const int* __restrict__ slots) {
+                                             __half* __restrict__ Vc, const int* __restrict__ slots, int n_slots) {
     __shared__ float row[QKN_WARPS][256];
     pdl_wait();
     const long r = (long)blockIdx.x * QKN_WARPS + threadIdx.x / WARP, nq = (long)T * Hq, nk = (long)T * Hk;
@@ -165,7 +165,7 @@ __device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const 
     if (STORE && !is_q) {
         const long rk = rr < nk ? rr : rr - nk;          // (token, head) of the k or v row
         const int slot = slots[rk / Hk];
-        __half* dst = slot < 0 ? nullptr : (rr < nk ? Kc : Vc) + ((long)slot * Hk + rk % Hk) * Dh;
+        __half* dst = slot < 0 || slot >= n_slots ? nullptr : (rr < nk ? Kc : Vc) + ((long)slot * Hk + rk % Hk) * Dh;
         if (rr >= nk) {                                  // a v row: copied as it is
             if (dst)
                 for (int d = threadIdx.x % WARP; d < Dh; d += WARP) dst[d] = __float2half_rn(v[rk * Dh + d]);
@@ -183,7 +183,7 @@ extern "C" __global__ void qk_norm_rope_pair_f32(const float* __restrict__ q, co
                                                  int T, int Hq, int Hk, int Dh, int n_dims, float eps,
                                                  double lstep, double freq_scale, int neox) {
     qk_pair_rows<false>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox,
-                        nullptr, nullptr, nullptr, nullptr);
+                        nullptr, nullptr, nullptr, nullptr, 0);
 }
 PDL_READY(qk_norm_rope_pair_f32);
 
@@ -193,7 +193,9 @@ extern "C" __global__ void qk_norm_rope_store_f32(const float* __restrict__ q, c
                                                   int T, int Hq, int Hk, int Dh, int n_dims, float eps,
                                                   double lstep, double freq_scale, int neox,
                                                   const float* __restrict__ v, __half* __restrict__ Kc,
-                                                  __half* __restrict__ Vc, const int* __restrict__ slots) {
-    qk_pair_rows<true>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, v, Kc, Vc, slots);
+                                                  __half* __restrict__ Vc, const int* __restrict__ slots,
+                                                  int n_slots) {
+    qk_pair_rows<true>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, v, Kc, Vc, slots,
+                       n_slots);
 }
 PDL_READY(qk_norm_rope_store_f32);

@@ -94,3 +94,47 @@ WGMMA_RA(32, WG_ACC16, WG_D16(0), "{%16, %17, %18, %19}, %20")
 WGMMA_RA(64, WG_ACC32, WG_D32(0), "{%32, %33, %34, %35}, %36")
 WGMMA_RA(128, WG_ACC64, WG_D64(0), "{%64, %65, %66, %67}, %68")
 WGMMA_RA(256, WG_ACC128, WG_D128(0), "{%128, %129, %130, %131}, %132")
+
+// ---- TMA and mbarriers (version 7) ----------------------------------------------------------------
+// A tensor map (CUtensorMap, written by the host's cuTensorMapEncodeTiled): how TMA finds a 2-D
+// box of a tensor in global memory.  Passed by value as a __grid_constant__ kernel parameter.
+struct alignas(64) TensorMap { uint64_t opaque[16]; };
+
+// An mbarrier in shared memory: `count` arrivals (plus the bytes announced by expect_tx) complete its
+// current phase; waiters spin on the parity of the phase they expect.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// one arrival that also announces `bytes` still to come (the TMA copies complete them)
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(smem_u32(bar)), "r"(parity) : "memory");
+}
+// TMA: the box of `map` at element coordinates (c0 innermost, c1) -> shared memory at dst; its bytes
+// complete_tx on `bar`.  Parts of the box outside the tensor are filled with zeros.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int c0, int c1, uint64_t* bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+                 : "memory");
+}
+// Move registers between warpgroups (all of a warpgroup's threads call it): a producer that only
+// issues copies gives most of its registers to the consumers, which hold the accumulators.
+template <int N>
+__device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+// The 256 consumer threads of a warp-specialized kernel meet (named barrier 1; __syncthreads is 0
+// and would wait for the producer warpgroup too)
+__device__ __forceinline__ void bar_sync_consumers() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+__device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}

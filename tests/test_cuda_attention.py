@@ -225,7 +225,7 @@ def test_paged_decode_mostly_empty_splits(A, rng, D):
 @pytest.mark.parametrize("T,Hq,Hk,Dh,n_dims", [(1, 32, 8, 128, None), (3, 4, 2, 64, 48), (5, 2, 1, 32, None)])
 def test_qk_norm_rope_store_is_the_pair_and_kv_store(A, C, rng, T, Hq, Hk, Dh, n_dims):
     """One launch = qk_norm_rope_pair, then kv_store of its rotated k and of v: the output and the
-    pages to the bit; a padding row (slot -1) is not stored."""
+    pages to the bit; a padding row (slot -1) and a slot past the pages are not stored."""
     from tffedu.errors import ShapeError
     q, k, v = (rng.standard_normal((T, H, Dh)).astype(np.float32) * 3 for H in (Hq, Hk, Hk))
     wq, wk = ((1 + 0.3 * rng.standard_normal(Dh)).astype(np.float32) for _ in range(2))
@@ -233,6 +233,8 @@ def test_qk_norm_rope_store_is_the_pair_and_kv_store(A, C, rng, T, Hq, Hk, Dh, n
     P, ps = 4, 4
     slots = rng.choice(P * ps, T, replace=False).astype(np.int32)
     slots[-1] = -1 if T > 1 else slots[-1]
+    if T > 2:
+        slots[0] = P * ps                                         # past the pages: not stored either
     kw = dict(eps=1e-6, theta=1e6, mode="neox", n_dims=n_dims)
     pages = [rng.standard_normal((P, ps, Hk, Dh)).astype(np.float16) for _ in range(2)]
     kp, vp, kp2, vp2 = (dev(x) for x in pages + pages)
@@ -241,8 +243,8 @@ def test_qk_norm_rope_store_is_the_pair_and_kv_store(A, C, rng, T, Hq, Hk, Dh, n
     assert np.array_equal(got, want)
     A.kv_store(dev(want[T * Hq * Dh:].reshape(T, Hk, Dh)), dev(v), kp2, vp2, dev(slots))
     assert np.array_equal(host(kp), host(kp2)) and np.array_equal(host(vp), host(vp2))
-    if T > 1:                                                     # the padding row left its page alone
-        untouched = np.setdiff1d(np.arange(P * ps), slots[slots >= 0])
+    if T > 1:                                                     # the padding rows left the pages alone
+        untouched = np.setdiff1d(np.arange(P * ps), slots[(slots >= 0) & (slots < P * ps)])
         assert np.array_equal(host(kp).reshape(P * ps, Hk, Dh)[untouched],
                               pages[0].reshape(P * ps, Hk, Dh)[untouched])
     with pytest.raises(ShapeError, match="does not fit pages"):

@@ -508,10 +508,11 @@ def test_matmul_cat_is_its_parts(T, Ns, K, wt):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("V", [6, 7])
 @pytest.mark.parametrize("BT", [16, 64, 256])
-def test_q8_gemm_dequantizes_exactly(BT):
+def test_q8_gemm_dequantizes_exactly(BT, V):
     """One-hot token rows pick single weights: y[m, n] must be the fp16 value of d*q (gguf-py's
-    dequantization, rounded once), bit for bit, down to subnormal scales."""
+    dequantization, rounded once), bit for bit, down to subnormal scales (versions 6 and 7)."""
     ga = _ga()
     if not cm.wgmma_available():
         pytest.skip("wgmma needs an sm_90 GPU")
@@ -524,7 +525,7 @@ def test_q8_gemm_dequantizes_exactly(BT):
     x = np.zeros((M, K), np.float16)
     x[np.arange(M), ks] = 1
     y = _nan(ga, (M, N))
-    cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(BT=BT, splits=1))
+    cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(V=V, BT=BT, splits=1))
     np.testing.assert_array_equal(y.get(), w16[:, ks].T.astype(np.float32))
 
 
@@ -548,6 +549,89 @@ def test_q8_gemm_ldy_and_errors():
         cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, dict(splits=1), ldy=ldy, cat=[(ga.to_gpu(raw), N)])
     with pytest.raises(ShapeError, match="one epilogue"):
         cm.q8_gemm(ga.to_gpu(x), ga.to_gpu(raw), y, M, N, K, res=y, w2=ga.to_gpu(raw))
+
+
+# ------------------------------------------------------------------ version 7 (TMA, mbarriers)
+def test_q8_tma_ring_fits_shared_memory():
+    "Version 7's ring: at least 4 stages for every tile, inside the 227 KB a block may have."
+    for BT in (16, 32, 64, 128, 256):
+        S = cm.q8_tma_stages(BT)
+        assert 4 <= S <= 8
+        assert cm.q8_gemm_smem(dict(V=7, BT=BT, STAGES=S)) <= 227 * 1024
+        assert cm.q8_gemm_smem(dict(V=7, BT=BT, STAGES=S + 1)) > 227 * 1024 or S == 8
+
+
+def test_q8_tma_takes_only_whole_tiles_of_each_part():
+    "A tile reads one part: parts followed by another must be whole 128-row tiles; addresses 16-byte aligned."
+    assert cm._tma_fits(0, [(256, 4096), (512, 1024), (768, 1024)])       # q | k | v
+    assert cm._tma_fits(0, [(256, 77), (256, 0), (256, 0)])               # one matrix: any rows
+    assert cm._tma_fits(0, [(256, 256), (512, 100), (256, 0)])            # the last part: any rows
+    assert not cm._tma_fits(0, [(256, 200), (512, 128), (256, 0)])
+    assert not cm._tma_fits(0, [(256, 256), (512, 100), (768, 64)])
+    assert not cm._tma_fits(8, [(256, 128), (256, 0), (256, 0)])          # x misaligned
+    assert not cm._tma_fits(0, [(264, 128), (256, 0), (256, 0)])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("BT", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("M,N,K", V6_SHAPES + [(1030, 200, 512)])
+def test_q8_tma_configs(M, N, K, BT, splits):
+    """Version 7 on odd shapes, every tile, with and without a K split: equal to x @ w16.T (float64),
+    and unsplit bit for bit version 6 with the same tile (the same products in the same order)."""
+    ga = _ga()
+    if not cm.wgmma_available():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    x, raw, w16 = _q8_inputs(M, N, K, seed=M + 7 * N + 13 * K + BT)
+    xg, wg = ga.to_gpu(x), ga.to_gpu(raw)
+    c = dict(V=7, BT=BT, splits=splits)
+    y = _nan(ga, (M, N))
+    part = ga.empty(max(1, cm.q8_gemm_part_bytes(M, N, K, **c) // 4), np.float32)
+    cm.q8_gemm(xg, wg, y, M, N, K, c, part=part)
+    got = y.get()
+    assert cm.relerr(got, cm.matmul_ref(x, w16)) < 1e-5
+    if splits == 1:
+        y6 = _nan(ga, (M, N))
+        cm.q8_gemm(xg, wg, y6, M, N, K, dict(V=6, BT=BT, splits=1))
+        np.testing.assert_array_equal(got, y6.get())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 2])
+@pytest.mark.parametrize("M,Ns,K", [(77, (256, 128, 128), 512), (512, (384, 128, 50), 1024),
+                                    (33, (200, 100, 100), 512), (300, (128, 77), 256)])
+def test_q8_tma_epilogues(M, Ns, K, splits):
+    """Version 7's residual, gate|up pair (unsplit: the SwiGLU in the kernel, the bits of version 6's
+    reduction) and cat (parts of whole tiles; otherwise version 6 runs), against float64."""
+    ga = _ga()
+    if not cm.wgmma_available():
+        pytest.skip("wgmma needs an sm_90 GPU")
+    ins = [_q8_inputs(M, n, K, seed=M + 11 * n + i) for i, n in enumerate(Ns)]
+    x, N = ins[0][0], Ns[0]
+    xg, ws = ga.to_gpu(x), [ga.to_gpu(raw) for _, raw, _ in ins]
+    refs = [cm.matmul_ref(x, w16) for _, _, w16 in ins]
+    c = dict(V=7, splits=splits)
+
+    def run(rows, ep, **kw):
+        y = _nan(ga, (M, N) if ep else (M * rows,))
+        part = ga.empty(max(1, cm.q8_gemm_part_bytes(M, rows, K, ep, **c) // 4), np.float32)
+        cm.q8_gemm(xg, ws[0], y, M, N, K, c, part=part, **kw)
+        return y.get()
+
+    r = np.random.default_rng(M).standard_normal((M, N)).astype(np.float32)
+    assert cm.relerr(run(N, "res", res=ga.to_gpu(r)), refs[0] + r) < 1e-5
+    _, up, up16 = _q8_inputs(M, N, K, seed=M + 5)
+    u = cm.matmul_ref(x, up16)
+    pair = run(N, "pair", w2=ga.to_gpu(up))                    # unsplit: silu(gate) * up in the kernel
+    assert cm.relerr(pair, refs[0] / (1 + np.exp(-refs[0])) * u) < 1e-5
+    if splits == 1:                                            # = version 6's matmul + reduction, bit for bit
+        c6 = dict(V=6, BT=cm.q8_gemm_config(M, N, K, **c)["BT"], splits=1)
+        y6 = _nan(ga, (M, N))
+        part6 = ga.empty(cm.q8_gemm_part_bytes(M, N, K, "pair", **c6) // 4, np.float32)
+        cm.q8_gemm(xg, ws[0], y6, M, N, K, c6, part=part6, w2=ga.to_gpu(up))
+        np.testing.assert_array_equal(pair, y6.get())
+    cat = run(sum(Ns), None, cat=list(zip(ws[1:], Ns[1:])))
+    assert cm.relerr(cat, np.concatenate([y.ravel() for y in refs])) < 1e-5
 
 
 # ------------------------------------------------------------------ GPU: the registered op

@@ -454,6 +454,19 @@ def _():
          np.zeros(0, np.int32), np.zeros(1, np.int32), np.zeros(len(a[0]), np.int32)], kw)[1])
 
 
+@case("kv_store", "slots past the pages are not stored", tol_cpu=0, tol_gpu=0)
+def _():
+    args, _ = paged_batch([5], [3], 4, 2, 32, 4)
+    _, k, v, kp, vp, slots, *_ = args
+    n = kp.shape[0] * kp.shape[1]
+    bad = slots.copy()
+    bad[[0, 2, 4]] = [n, n + 7, 2**31 - 1]                   # hostile slots: no write outside the pages
+    kept = np.where(bad < n, bad, -1).astype(np.int32)       # what they mean: nothing stored
+    return (lambda: ([k, v, kp, vp, bad], {})), (lambda a, kw: varlen_ref(
+        [np.zeros((len(a[0]), 2, 32)), a[0], a[1], a[2], a[3], kept, np.zeros((0, 1), np.int32),
+         np.zeros(0, np.int32), np.zeros(1, np.int32), np.zeros(len(a[0]), np.int32)], kw)[1])
+
+
 # ---- running a case -------------------------------------------------------------------------------
 def to_device(a):
     "numpy arrays and host Tensors to 'cuda' Tensors (ints and other attrs as they are)."

@@ -481,11 +481,13 @@ register_op("paged_attention_varlen", _varlen_shape, (10, 10), side_effect=True)
 
 @OPS.register("kv_store", "cpu")
 def kv_store(k, v, k_pages, v_pages, slots):
-    "Store k, v [T, Hkv, D] at flat slots page * page_size + offset (-1: a padding row, skipped)."
-    live = np.asarray(slots) >= 0
+    """Store k, v [T, Hkv, D] at flat slots page * page_size + offset (-1: a padding row, skipped, as is
+    a slot past the pages: no slot writes outside them, on any backend)."""
+    s = np.asarray(slots)
+    live = (s >= 0) & (s < k_pages.shape[0] * k_pages.shape[1])
     flat = (-1,) + k_pages.shape[2:]
-    k_pages.reshape(flat)[np.asarray(slots)[live]] = k[live]   # one scatter (f32 -> the pages' dtype)
-    v_pages.reshape(flat)[np.asarray(slots)[live]] = v[live]
+    k_pages.reshape(flat)[s[live]] = k[live]       # one scatter (f32 -> the pages' dtype)
+    v_pages.reshape(flat)[s[live]] = v[live]
     return k_pages, v_pages
 
 

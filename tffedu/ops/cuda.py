@@ -16,6 +16,7 @@ import functools
 import math
 import os
 import pathlib
+import re
 import struct
 import time
 
@@ -283,7 +284,7 @@ class Kernel:
         self.module, self.handle, self.name, self.pdl, self.sig = module, handle, name, pdl, None
 
     def prepare(self, sig: str) -> "Kernel":
-        "Argument types as struct letters: P pointer, i int32, l/q int64, f float32, d float64."
+        "Argument types as struct codes: P pointer, i int32, l/q int64, f float32, d float64, 128s 128 bytes (a TMA descriptor)."
         self.sig = sig
         return self
 
@@ -298,10 +299,11 @@ class Kernel:
     def launcher(self, grid, block, stream, *args, shared: int = 0):
         """A zero-argument callable making this launch: the arguments packed and the launch described
         once, so a call is one driver call (the hot path of an eager decode step)."""
-        if self.sig is None or len(self.sig) != len(args):
+        codes = re.findall(r"\d*\D", self.sig or "")
+        if self.sig is None or len(codes) != len(args):
             raise ShapeError(f"kernel {self.name} takes arguments {self.sig!r}, got {len(args)}")
         try:
-            buf = struct.pack(self.sig, *(int(a) if c == "P" else a for c, a in zip(self.sig, args)))
+            buf = struct.pack(self.sig, *(int(a) if c == "P" else a for c, a in zip(codes, args)))
         except (struct.error, TypeError) as e:
             raise ShapeError(f"kernel {self.name}: arguments do not fit its types {self.sig!r}: {e}") from e
         params, size = ctypes.create_string_buffer(buf, max(1, len(buf))), ctypes.c_size_t(len(buf))
@@ -543,8 +545,9 @@ def qk_norm_rope_pair(q, k, wq, wk, pos, out=None, stream=None, eps: float = 1e-
 
 def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, store=None,
                    name: str = "qk_norm_rope_pair"):
-    """The pair's checks and launch; `store` = (v, k_pages, v_pages, slots) device addresses and
-    v's rows also (chapter 12's `qk_norm_rope_store`): the kernel stores k and v in the pages too.
+    """The pair's checks and launch; `store` = (v, k_pages, v_pages, slots) device addresses and the
+    pages' slot count, v's rows also (chapter 12's `qk_norm_rope_store`): the kernel stores k and v
+    in the pages too.
     `name`: the op the errors name."""
     T, Hq, Dh, n, lstep = _rope_args(q, pos, mode, n_dims, theta, name)
     _, Hk, _ = check(k, "k", shape=(T, None, Dh), kinds=("F32",))
@@ -555,7 +558,7 @@ def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, fre
     out = output(out, q, (T * (Hq + Hk) * Dh,), "F32")
     rows = T * (Hq + Hk) + (T * Hk if store else 0)
     if rows:
-        fn, sig = ("qk_norm_rope_store_f32", "PPPPPPiiiiifddiPPPP") if store else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddi")
+        fn, sig = ("qk_norm_rope_store_f32", "PPPPPPiiiiifddiPPPPi") if store else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddi")
         launch(kernel("rope.cu", fn, sig, {"QKN_WARPS": 4}), ((rows + 3) // 4,),
                (128,), stream, ptr(q, "q"), ptr(k, "k"), ptr(out, "out"), ptr(wq, "wq"), ptr(wk, "wk"),
                ptr(pos, "pos"), np.int32(T), np.int32(Hq), np.int32(Hk), np.int32(Dh), np.int32(n),

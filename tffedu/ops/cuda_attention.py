@@ -183,7 +183,7 @@ def attention(q, k, v, kv_cache=None, pos=None, out=None, stream=None, workspace
         ck, row = kind(kv_cache), ctx * Hkv * D
         base = ptr(kv_cache, "kv_cache")
         pages = row * (2 if ck == "F16" else 4)
-        kv_store_raw(k, v, base, base + pages, pos, ck, Hkv * D, stream)
+        kv_store_raw(k, v, base, base + pages, pos, ck, Hkv * D, ctx, stream)
         kc, vc = base, base + pages
     ws = Workspace(workspace, workspace_bytes(*_attention_pieces(T, Hq, D, S, Hkv)))
     q16, k16, v16 = ws.take(T * Hq * D * 2), ws.take(S * Hkv * D * 2), ws.take(S * Hkv * D * 2)
@@ -284,19 +284,21 @@ def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, S, split
                np.int32(Hq), np.int32(split_len))
 
 # %% ../../notebooks/12_attention.ipynb #7967a8a5
-def kv_store_raw(k, v, kp: int, vp: int, slots, cache_kind: str, row: int, stream=None) -> None:
-    "Store k, v f32 [T, Hkv, D] at flat slots (-1: skip) into caches at device addresses kp, vp."
+def kv_store_raw(k, v, kp: int, vp: int, slots, cache_kind: str, row: int, n_slots: int, stream=None) -> None:
+    """Store k, v f32 [T, Hkv, D] at flat slots into caches of n_slots rows at device addresses kp, vp
+    (a slot < 0 or >= n_slots: skipped, so no slot writes outside the pages)."""
     T = k.shape[0]
     if T:
         name = "kv_store" if cache_kind == "F16" else "kv_store_f32"
-        launch(kernel("paged_attn.cu", name, "PPPPPi"), (T,), (256,), stream, ptr(k, "k"), ptr(v, "v"),
-               kp, vp, ptr(slots, "slots"), np.int32(row))
+        launch(kernel("paged_attn.cu", name, "PPPPPii"), (T,), (256,), stream, ptr(k, "k"), ptr(v, "v"),
+               kp, vp, ptr(slots, "slots"), np.int32(row), np.int32(n_slots))
 
 
 @OPS.register("kv_store", "cuda")
 def kv_store(k, v, k_pages, v_pages, slots, stream=None):
     """Write k, v f32 [T, Hkv, D] into the cache pages (F16 or F32) at flat slots int32 [T]
-    (slot = page * page_size + offset; -1 = a padding row, skipped). Returns (k_pages, v_pages)."""
+    (slot = page * page_size + offset; -1 = a padding row, skipped, as is a slot past the pages).
+    Returns (k_pages, v_pages)."""
     T, Hkv, D = check(k, "k", ndim=3, kinds=("F32",))
     check(v, "v", shape=(T, Hkv, D), kinds=("F32",))
     P, ps, H2, D2 = check(k_pages, "k_pages", ndim=4, kinds=("F16", "F32"))
@@ -304,7 +306,7 @@ def kv_store(k, v, k_pages, v_pages, slots, stream=None):
     check(slots, "slots", shape=(T,), kinds=("I32",))
     if (H2, D2) != (Hkv, D):
         raise ShapeError(f"kv_store: k {(T, Hkv, D)} does not fit pages {(P, ps, H2, D2)}")
-    kv_store_raw(k, v, ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), slots, kind(k_pages), Hkv * D, stream)
+    kv_store_raw(k, v, ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), slots, kind(k_pages), Hkv * D, P * ps, stream)
     return k_pages, v_pages
 
 
@@ -323,7 +325,8 @@ def qk_norm_rope_store(q, k, v, wq, wk, pos, k_pages, v_pages, slots, out=None, 
     if (H2, D2) != (Hk, D):
         raise ShapeError(f"qk_norm_rope_store: k {(T, Hk, D)} does not fit pages {(P, ps, H2, D2)}")
     return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale,
-                          store=(ptr(v, "v"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(slots, "slots")),
+                          store=(ptr(v, "v"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(slots, "slots"),
+                                 np.int32(P * ps)),
                           name="qk_norm_rope_store")
 
 # %% ../../notebooks/12_attention.ipynb #8d8154e0
@@ -450,7 +453,7 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
     ws = Workspace(workspace, workspace_bytes(*_varlen_pieces(N, Hq, D, Hkv, B, max_len, decode)))
     kp, vp, tp = ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(page_tables, "page_tables")
     if not stored:
-        kv_store_raw(k, v, kp, vp, slots, "F16", Hkv * D, stream)
+        kv_store_raw(k, v, kp, vp, slots, "F16", Hkv * D, P * ps, stream)
     if decode:
         S, split_len = _varlen_splits(max_len)
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)

@@ -10,28 +10,30 @@ Nothing imports PyCUDA at import time.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 
 import numpy as np
 
 from ..errors import DeviceError, ShapeError
-from .cuda import (CU_FUNC_NUM_REGS, CudaGraph, Workspace, _drv, add, cast_raw, check, context, copy_bandwidth, device_info,
-                             kernel, kind, launch, output, ptr, set_smem, time_ms, with_workspace,
+from .cuda import (CU_FUNC_NUM_REGS, CudaGraph, Workspace, _drv, _ok, add, cast_raw, check, context, copy_bandwidth,
+                             device_info, kernel, kind, launch, libcuda, output, ptr, set_smem, time_ms, with_workspace,
                              workspace_bytes)
 
 # %% auto #0
 __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 'MMA_CONFIGS', 'WGMMA_DEFAULT', 'WGMMA_CONFIGS',
            'USE_WGMMA', 'GEMV_VERSIONS', 'GEMV_DEFAULT', 'GEMV_DEFAULT_BIG', 'GEMV_STEP', 'DEQUANT_SLAB_BYTES',
            'QWEN3_8B_SHAPES', 'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_TILES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M',
-           'Q8_GEMM_MIN_M', 'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES', 'matmul_flops', 'matmul_ref', 'q8_0_unpack',
-           'q8_0_gemv_ref', 'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem',
-           'hgemm_launcher', 'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16',
-           'quantize_act', 'gemv_config', 'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0',
-           'q8_0_slab_rows', 'q8_0_slab_gemm', 'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows',
-           'bench_gemv', 'q8_gemm_available', 'q8_gemm_smem', 'q8_gemm_tokens', 'q8_gemm_config', 'q8_gemm_splits',
-           'q8_gemm_part_bytes', 'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'matmul', 'matmul_add',
-           'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
+           'Q8_TMA_MIN_M', 'Q8_TMA_GROUP', 'Q8_GEMM_MIN_M', 'CU_TENSOR_MAP_UINT8', 'CU_TENSOR_MAP_FLOAT16',
+           'CU_TENSOR_MAP_SWIZZLE_NONE', 'CU_TENSOR_MAP_SWIZZLE_128B', 'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES',
+           'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref', 'quantize_act_ref', 'q8_0_gemv_dp4a_ref',
+           'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher', 'hgemm', 'wgmma_available', 'wgemm_smem',
+           'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config', 'q8_0_gemv_launcher', 'persist_blocks',
+           'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm', 'tflops', 'torch_time_ms', 'bench_gemm',
+           'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available', 'q8_gemm_smem', 'q8_tma_stages', 'q8_gemm_tokens',
+           'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes', 'tensor_map', 'q8_gemm_launcher', 'q8_gemm',
+           'bench_q8_gemm', 'matmul', 'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -622,6 +624,8 @@ Q8_GEMM_CONFIGS = [dict(BT=bt, **t) for bt, t in Q8_GEMM_TILES.items()] + [
     dict(BT=16, SK=256, STAGES=4, LATE=-1), dict(BT=32, SK=256, STAGES=3, LATE=1),
     dict(BT=128, SK=64, STAGES=8, LATE=-1), dict(BT=256, SK=64, STAGES=5, LATE=0)]
 Q8_GEMM_MAX_M = 1024                 # above this the slab path (dequantize + v5) is as fast (bench_q8_gemm)
+Q8_TMA_MIN_M = 1 << 30               # version 7 (TMA + mbarriers) from this many rows (bench_q8_gemm)
+Q8_TMA_GROUP = 4                     # version 7's 64-k tiles per group: a K split is whole groups (256 k)
 Q8_GEMM_MIN_M = 5                    # from here v6 beats GEMV v3 (bench_q8_gemm: 8 rows, every shape)
 
 
@@ -631,9 +635,18 @@ def q8_gemm_available(K: int, M: int = 1) -> bool:
 
 
 def q8_gemm_smem(cfg: dict) -> int:
-    "STAGES x (SK/64 token tiles of BT x 64 halves + 128 rows of SK/32 raw blocks) + 1 KB for the alignment."
+    """Version 6: STAGES x (SK/64 token tiles of BT x 64 halves + 128 rows of SK/32 raw blocks);
+    version 7: STAGES x (one token tile + 128 weight rows of 80 bytes) and two mbarriers each; + 1 KB
+    for the alignment."""
+    if cfg.get("V") == 7:
+        return cfg["STAGES"] * (cfg["BT"] * 64 * 2 + 128 * 80 + 16) + 1024
     sub = cfg["SK"] // 64
     return cfg["STAGES"] * (sub * cfg["BT"] * 64 * 2 + 128 * 68 * sub) + 1024
+
+
+def q8_tma_stages(BT: int) -> int:
+    "Version 7's ring: as many 64-k stages as fit the 227 KB of shared memory a block may have, at most 8."
+    return min(8, (227 * 1024 - 1024) // (BT * 64 * 2 + 128 * 80 + 16))
 
 
 def q8_gemm_tokens(M: int) -> int:
@@ -644,26 +657,32 @@ def q8_gemm_tokens(M: int) -> int:
 
 
 def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, SK: int | None = None,
-                   STAGES: int | None = None, LATE: int | None = None, splits: int | None = None) -> dict:
+                   STAGES: int | None = None, LATE: int | None = None, splits: int | None = None,
+                   V: int | None = None) -> dict:
     """Version 6's launch for M tokens x N outputs x K: BT from `q8_gemm_tokens` (128 instead of 256
     where 128-token tiles make one wave), its ring from Q8_GEMM_TILES (the given keys override), and
     the split along K (whole stages of SK k) that `q8_gemm_splits` picks — none for the big tiles
     once they fill the SMs (their partial sums would cost more traffic than the last wave's idle
     SMs: bench_q8_gemm, 512-2048 rows).
-    Returns BT, SK, STAGES, LATE, splits, st_per (stages per split)."""
+    Version 7 (V=7; by default from Q8_TMA_MIN_M rows) has stages of 64 k, as many as fit
+    (`q8_tma_stages`), and splits in whole groups (SK = 256 k: its split unit, not its stage).
+    Returns V, BT, SK, STAGES, LATE, splits, st_per (SK-k pieces per split)."""
     sms = device_info()["sms"]
+    V = V or (7 if M >= Q8_TMA_MIN_M else 6)
     if not BT:
         BT = q8_gemm_tokens(M)
         if BT == 256 and -(-M // 128) * -(-N // 128) <= sms:
             BT = 128                                 # 128-token tiles fill the SMs in one wave, unsplit
     ring = Q8_GEMM_TILES.get(BT, Q8_GEMM_TILES[256])
+    if V == 7:
+        ring = dict(SK=64 * Q8_TMA_GROUP, STAGES=q8_tma_stages(BT), LATE=0)
     SK = SK or ring["SK"]
     NS = K // SK
     if splits is None:
         tiles = -(-M // BT) * -(-N // 128)
         splits = 1 if BT >= 128 and tiles >= sms else q8_gemm_splits(tiles, NS, sms)
     st_per = -(-NS // max(1, min(int(splits), NS)))
-    return dict(BT=BT, SK=SK, STAGES=STAGES or ring["STAGES"], LATE=ring["LATE"] if LATE is None else LATE,
+    return dict(V=V, BT=BT, SK=SK, STAGES=STAGES or ring["STAGES"], LATE=ring["LATE"] if LATE is None else LATE,
                 splits=-(-NS // st_per), st_per=st_per)
 
 
@@ -682,7 +701,7 @@ def q8_gemm_splits(tiles: int, NS: int, sms: int) -> int:
 
 def _q8_keys(cfg) -> dict:
     "The keys of a config that choose a launch (a full config from q8_gemm_config also has st_per)."
-    return {k: v for k, v in (cfg or {}).items() if k in ("BT", "SK", "STAGES", "LATE", "splits")}
+    return {k: v for k, v in (cfg or {}).items() if k in ("V", "BT", "SK", "STAGES", "LATE", "splits")}
 
 
 def q8_gemm_part_bytes(M: int, N: int, K: int, epilogue: str | None = None, **cfg) -> int:
@@ -691,15 +710,47 @@ def q8_gemm_part_bytes(M: int, N: int, K: int, epilogue: str | None = None, **cf
     weights ("pair": silu(x @ w.T) * (x @ w2.T), one grid of 2N rows split as N rows would be: twice
     that, in one piece too); 0 for a launch in one piece. A cat launch: N = all its rows."""
     rows = 2 * N if epilogue == "pair" else N
-    c = q8_gemm_config(M, N, K, **_q8_keys(cfg))
+    keys = _q8_keys(cfg)
+    c = q8_gemm_config(M, N, K, **keys)
+    if c["V"] == 7 and "V" not in keys:                # the launch may fall back to version 6
+        c = max(c, q8_gemm_config(M, N, K, **keys, V=6), key=lambda c: c["splits"])
     if c["splits"] == 1 and epilogue != "pair":        # one launch writes y (and adds the residual)
         return 0
     return c["splits"] * M * rows * 4
 
 
+CU_TENSOR_MAP_UINT8, CU_TENSOR_MAP_FLOAT16 = 0, 6           # CUtensorMapDataType
+CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_128B = 0, 3
+
+
+def tensor_map(addr: int, dtype: int, dims: tuple, row_bytes: int, box: tuple, swizzle: int) -> bytes:
+    """A 2-D TMA descriptor (the driver's CUtensorMap, 128 bytes, passed to a kernel by value) of the
+    tensor at device address `addr`: dims (inner, outer) in elements, rows `row_bytes` apart, copied
+    in boxes of `box` (inner, outer) elements into shared memory, swizzled or not. The parts of a
+    box outside the tensor arrive as zeros."""
+    f = libcuda().cuTensorMapEncodeTiled
+    vp, u32, u64, i = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
+    f.argtypes = [vp, i, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64), ctypes.POINTER(u32),
+                  ctypes.POINTER(u32), i, i, i, i]
+    buf = ctypes.create_string_buffer(128 + 64)
+    a = (ctypes.addressof(buf) + 63) & ~63             # the descriptor must be 64-byte aligned
+    _ok(f(a, dtype, 2, addr, (u64 * 2)(*dims), (u64 * 1)(row_bytes), (u32 * 2)(*box), (u32 * 2)(1, 1),
+          0, swizzle, 2, 0), f"encoding a TMA tensor map of {dims} elements (boxes {box})")   # L2 promotion 128 B
+    return ctypes.string_at(a, 128)
+
+
+def _tma_fits(x: int, parts: list) -> bool:
+    """Version 7 can take x and these weight parts [(address, rows)]: a part that another follows is
+    a whole number of 128-row tiles (a tile reads one part), and every address is 16-byte aligned."""
+    rows = [n for _, n in parts]
+    inner = [n for n, after in zip(rows, rows[1:]) if after]
+    return all(n % 128 == 0 for n in inner) and all(a % 16 == 0 for a in [x, *(a for a, _ in parts)])
+
+
 def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
                      part=None, stream=None, res=None, w2=None, cat=None):
-    """A zero-argument callable launching version 6: y f32 [M, ldy] (columns [0, N)) = x f16 [M, K] @
+    """A zero-argument callable launching version 6, or 7 (cfg V=7, or by default from Q8_TMA_MIN_M rows,
+    where x and the weights suit TMA: `_tma_fits`): y f32 [M, ldy] (columns [0, N)) = x f16 [M, K] @
     dequant(w).T, w raw Q8_0 [N, K/32*34]. `cfg`: q8_gemm_config's keys (missing ones chosen);
     `part`: q8_gemm_part_bytes of device scratch when the launch is split along K or has an epilogue:
     `res` (f32 [M, N]) adds a residual, `w2` (Q8_0 like w) makes y = silu(x @ w.T) * (x @ w2.T) (gate
@@ -720,15 +771,35 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
         (w1, n1), (w3, n3) = (_p(w), 0), (_p(w), 0)
     rows = N + n1 + n3                      # every weight row the grid streams
     # a pair is split as its gate alone would be: the same sums, in the same order, as two matmuls
-    c = q8_gemm_config(M, N if w2 is not None else rows, K, **_q8_keys(cfg))
+    keys = _q8_keys(cfg)
+    c = q8_gemm_config(M, N if w2 is not None else rows, K, **keys)
+    parts = [(_p(w), N), (w1, n1), (w3, n3)]
+    # version 7 reads gate and up as two boxes of one tile, so the pair's parts need not be whole tiles
+    if c["V"] == 7 and not _tma_fits(_p(x), parts if w2 is None else [(a, 0) for a, _ in parts]):
+        c = q8_gemm_config(M, N if w2 is not None else rows, K, **dict(keys, V=6))
     defines = dict(BT=c["BT"], SK=c["SK"], STAGES=c["STAGES"], LATE=c["LATE"], CAT=int(rows > N))
-    f = _kernel90a("matmul_q8_wgmma.cu", "matmul_q8_0_wgmma", "PPPPPPiiiiiii", defines)
     smem = q8_gemm_smem(c)
+    fused = w2 is not None and c["V"] == 7 and c["splits"] == 1     # silu(gate) * up in the kernel
+    g = (math.ceil(M / c["BT"]), math.ceil(rows / 128), c["splits"])
+    if c["V"] == 7:                         # TMA: tensor maps of x and of each weight part
+        pair = 0 if w2 is None else 2 if fused else 1
+        f = _kernel90a("matmul_q8_tma.cu", "matmul_q8_0_tma", "128s128s128s128sPPiiiiiii",
+                       dict(BT=c["BT"], STAGES=c["STAGES"], GROUP=Q8_TMA_GROUP, PAIR=pair))
+        rb, box_rows = K // QK8_0 * Q8_0_BYTES, 64 if pair else 128   # a pair: 64 gate + 64 up rows a tile
+        wmap = [tensor_map(a, CU_TENSOR_MAP_UINT8, (rb, max(n, 1)), rb, (80, box_rows), CU_TENSOR_MAP_SWIZZLE_NONE)
+                for a, n in parts]
+        head = (tensor_map(_p(x), CU_TENSOR_MAP_FLOAT16, (K, M), 2 * K, (64, c["BT"]), CU_TENSOR_MAP_SWIZZLE_128B),
+                *wmap)
+        b, per = (384, 1, 1), c["st_per"] * Q8_TMA_GROUP    # 64-k tiles per split
+    else:
+        f = _kernel90a("matmul_q8_wgmma.cu", "matmul_q8_0_wgmma", "PPPPPPiiiiiii", defines)
+        head, b, per = (_p(x), _p(w), w1, w3), (256, 1, 1), c["st_per"]
     set_smem(f, smem)
-    g, b = (math.ceil(M / c["BT"]), math.ceil(rows / 128), c["splits"]), (256, 1, 1)
-    head = (_p(x), _p(w), w1, w3)
     tail = (np.int32(M), np.int32(rows), np.int32(K))
-    bounds = (np.int32(c["st_per"]), np.int32(N), np.int32(N + n1))
+    bounds = (np.int32(per), np.int32(N), np.int32(N + n1))
+    if fused:                               # y [M, ldy] = silu(x @ w.T) * (x @ w2.T), one launch
+        args = (*head, _p(y), np.uintp(0), *tail, np.int32(ldy or N), *bounds)
+        return f.launcher(g, b, stream, *args, shared=smem)
     if c["splits"] == 1 and w2 is None:     # one launch writes y, + res in the kernel's epilogue
         args = (*head, _p(y), _p(res) if res is not None else np.uintp(0), *tail, np.int32(ldy or rows), *bounds)
         return f.launcher(g, b, stream, *args, shared=smem)
@@ -737,7 +808,7 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
         need = q8_gemm_part_bytes(M, N if ep == "pair" else rows, K, ep, **c)
         raise ShapeError(f"this launch (split {c['splits']} ways along K, or with an epilogue) needs part= "
                          f"({need} bytes of scratch)")
-    red = _kernel90a("matmul_q8_wgmma.cu", "q8_splitk_reduce", "PPiiiiPi", defines)
+    red = _kernel90a("matmul_q8_wgmma.cu", "q8_splitk_reduce", "PPiiiiPi", defines if c["V"] == 6 else None)
     args = (*head, _p(part), np.uintp(0), *tail, np.int32(rows), *bounds)   # split z: its slice of part
     n_out = N if w2 is not None else rows
     rargs = (_p(part), _p(y), np.int32(M), np.int32(n_out), np.int32(ldy or n_out), np.int32(c["splits"]),
@@ -754,7 +825,7 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
 
 def q8_gemm(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
             part=None, stream=None, res=None, w2=None, cat=None):
-    "Launch version 6 once (see `q8_gemm_launcher`)."
+    "Launch version 6 or 7 once (see `q8_gemm_launcher`)."
     q8_gemm_launcher(x, w, y, M, N, K, cfg, ldy, part, stream, res, w2, cat)()
 
 # %% ../../notebooks/11_matmul.ipynb #22760a66
@@ -806,7 +877,7 @@ def bench_q8_gemm(shapes=QWEN3_8B_GEMM_SHAPES, batches=Q8_GEMM_BATCHES, reps: in
                 for extra in ({}, *configs):
                     c = q8_gemm_config(M, N, K, **extra)
                     part = ga.empty(max(1, q8_gemm_part_bytes(M, N, K, **extra) // 4), np.float32)
-                    name = "v6" + (" BT{BT} sk{SK} s{STAGES} late{LATE} split{splits}".format(**c) if extra else "")
+                    name = f"v{c['V']}" + (" BT{BT} sk{SK} s{STAGES} late{LATE} split{splits}".format(**c) if extra else "")
                     runs.append((name, lambda w_, c=c, part=part: q8_gemm_launcher(xh, w_, y, M, N, K, c, part=part,
                                                                                     stream=stream)))
             if M > 8:
