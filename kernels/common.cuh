@@ -24,6 +24,20 @@ __device__ __forceinline__ void pdl_wait() {
 }
 #define PDL_READY(kernel) extern "C" __device__ int kernel##_pdl = 1
 
+// 2^x with the SFU instruction itself (exp2f adds denormal handling we do not need: the online
+// softmaxes only ever exponentiate numbers <= 0, and results below 2^-126 are as good as 0;
+// ex2(-inf) = 0).  Chapter 12's attention kernels.
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// two floats -> an fp16 pair in one register (lo in the low half)
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<unsigned*>(&h);
+}
+
 // SwiGLU's gate: silu(g) = g * sigmoid(g) (elementwise.cu, and the Q8_0 GEMV's and GEMM's epilogues).
 __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
 

@@ -103,17 +103,6 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// 2^x with the SFU instruction itself (exp2f adds denormal handling we do not need: the online
-// softmax only ever exponentiates numbers <= 0, and results below 2^-126 are as good as 0).
-__device__ __forceinline__ float ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<unsigned*>(&h);
-}
 
 // Row r of one head of Q, K or V: rows `stride` halves apart, or (a page table) K/V row r of a
 // sequence at slot tab[r / ps] * ps + r % ps of the page pool.

@@ -35,11 +35,6 @@ __device__ __forceinline__ void h8_to_f8(const uint4& raw, float* f) {
 #pragma unroll
     for (int i = 0; i < 4; i++) { float2 v = __half22float2(h[i]); f[2 * i] = v.x; f[2 * i + 1] = v.y; }
 }
-__device__ __forceinline__ float ex2(float x) {     // 2^x on the SFU; ex2(-inf) = 0
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 // merge another softmax state (m2, l2, acc2) into (m, l, acc): the flash-decoding rule
 __device__ __forceinline__ void merge_state(float& m, float& l, float* acc, float m2, float l2, const float* acc2) {
     const float M = fmaxf(m, m2), b = M == -INFINITY ? 0.f : M;

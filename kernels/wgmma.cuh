@@ -67,6 +67,7 @@ template <typename T, int N> struct Wgmma;
                 : "memory");                                                                        \
         }                                                                                           \
     };
+WGMMA_SS(__half, "f16", 64, WG_ACC32, WG_D32(0), "%32, %33")
 WGMMA_SS(__half, "f16", 128, WG_ACC64, WG_D64(0), "%64, %65")
 WGMMA_SS(__half, "f16", 256, WG_ACC128, WG_D128(0), "%128, %129")
 WGMMA_SS(__nv_bfloat16, "bf16", 128, WG_ACC64, WG_D64(0), "%64, %65")

@@ -112,6 +112,30 @@ def test_flash_attention_kv2_grid_hq(A, rng, cfg, D, Lq, Lk, causal):
 
 
 @gpu
+@pytest.mark.parametrize("stages", [3, 4])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("Lq,Lk,causal", CASES + [(1030, 1030, True), (200, 1500, True)])
+def test_flash_attention_v4(A, rng, stages, D, Lq, Lk, causal):
+    """Version 4 (wgmma, TMA, the V^T transpose in shared memory) on odd shapes, GQA 3:1 and batch 2
+    (a tile of the first sequence reads the next one's rows: masked), against float64."""
+    from tffedu.ops.cuda_matmul import wgmma_available
+    if not wgmma_available():
+        pytest.skip("version 4 needs an sm_90 GPU")
+    B, Hkv, Hq = 2, 2, 6
+    q = rng.standard_normal((B, Lq, Hq, D)).astype(np.float16)
+    k = rng.standard_normal((B, Lk, Hkv, D)).astype(np.float16)
+    v = rng.standard_normal((B, Lk, Hkv, D)).astype(np.float16)
+    out = poisoned(q.shape)
+    A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=causal, version=4, config={"STAGES": stages})
+    got = host(out)
+    for b in range(B):
+        assert frob(got[b], attention_ref(q[b], k[b], v[b], causal)) < 4e-3, b
+    from tffedu.errors import ShapeError
+    with pytest.raises(ShapeError, match="version 4"):
+        A.flash_attention(dev(q[..., :32].copy()), dev(k[..., :32].copy()), dev(v[..., :32].copy()), version=4)
+
+
+@gpu
 def test_flash_attention_batched_f32_and_scale(A, rng):
     B, L, Hq, Hkv, D = 3, 70, 8, 2, 64
     q = rng.standard_normal((B, L, Hq, D)).astype(np.float32)

@@ -455,6 +455,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                          'tffedu/ops/cuda_attention.py'),
                                            'tffedu.ops.cuda_attention._decode_workspace': ( 'attention.html#_decode_workspace',
                                                                                             'tffedu/ops/cuda_attention.py'),
+                                           'tffedu.ops.cuda_attention._flash4_launch': ( 'attention.html#_flash4_launch',
+                                                                                         'tffedu/ops/cuda_attention.py'),
                                            'tffedu.ops.cuda_attention._host_ints': ( 'attention.html#_host_ints',
                                                                                      'tffedu/ops/cuda_attention.py'),
                                            'tffedu.ops.cuda_attention._paged_pieces': ( 'attention.html#_paged_pieces',

@@ -723,18 +723,19 @@ CU_TENSOR_MAP_UINT8, CU_TENSOR_MAP_FLOAT16 = 0, 6           # CUtensorMapDataTyp
 CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_128B = 0, 3
 
 
-def tensor_map(addr: int, dtype: int, dims: tuple, row_bytes: int, box: tuple, swizzle: int) -> bytes:
-    """A 2-D TMA descriptor (the driver's CUtensorMap, 128 bytes, passed to a kernel by value) of the
-    tensor at device address `addr`: dims (inner, outer) in elements, rows `row_bytes` apart, copied
-    in boxes of `box` (inner, outer) elements into shared memory, swizzled or not. The parts of a
-    box outside the tensor arrive as zeros."""
+def tensor_map(addr: int, dtype: int, dims: tuple, strides: tuple, box: tuple, swizzle: int) -> bytes:
+    """A TMA descriptor (the driver's CUtensorMap, 128 bytes, passed to a kernel by value) of the
+    tensor at device address `addr`: dims innermost first, in elements; strides: the bytes between
+    steps of dims 1, 2, ...; copied in boxes of `box` elements into shared memory, swizzled or not.
+    The parts of a box outside the tensor arrive as zeros."""
     f = libcuda().cuTensorMapEncodeTiled
     vp, u32, u64, i = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
     f.argtypes = [vp, i, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64), ctypes.POINTER(u32),
                   ctypes.POINTER(u32), i, i, i, i]
+    n = len(dims)
     buf = ctypes.create_string_buffer(128 + 64)
     a = (ctypes.addressof(buf) + 63) & ~63             # the descriptor must be 64-byte aligned
-    _ok(f(a, dtype, 2, addr, (u64 * 2)(*dims), (u64 * 1)(row_bytes), (u32 * 2)(*box), (u32 * 2)(1, 1),
+    _ok(f(a, dtype, n, addr, (u64 * n)(*dims), (u64 * (n - 1))(*strides), (u32 * n)(*box), (u32 * n)(*[1] * n),
           0, swizzle, 2, 0), f"encoding a TMA tensor map of {dims} elements (boxes {box})")   # L2 promotion 128 B
     return ctypes.string_at(a, 128)
 
@@ -786,9 +787,9 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
         f = _kernel90a("matmul_q8_tma.cu", "matmul_q8_0_tma", "128s128s128s128sPPiiiiiii",
                        dict(BT=c["BT"], STAGES=c["STAGES"], GROUP=Q8_TMA_GROUP, PAIR=pair))
         rb, box_rows = K // QK8_0 * Q8_0_BYTES, 64 if pair else 128   # a pair: 64 gate + 64 up rows a tile
-        wmap = [tensor_map(a, CU_TENSOR_MAP_UINT8, (rb, max(n, 1)), rb, (80, box_rows), CU_TENSOR_MAP_SWIZZLE_NONE)
+        wmap = [tensor_map(a, CU_TENSOR_MAP_UINT8, (rb, max(n, 1)), (rb,), (80, box_rows), CU_TENSOR_MAP_SWIZZLE_NONE)
                 for a, n in parts]
-        head = (tensor_map(_p(x), CU_TENSOR_MAP_FLOAT16, (K, M), 2 * K, (64, c["BT"]), CU_TENSOR_MAP_SWIZZLE_128B),
+        head = (tensor_map(_p(x), CU_TENSOR_MAP_FLOAT16, (K, M), (2 * K,), (64, c["BT"]), CU_TENSOR_MAP_SWIZZLE_128B),
                 *wmap)
         b, per = (384, 1, 1), c["st_per"] * Q8_TMA_GROUP    # 64-k tiles per split
     else:

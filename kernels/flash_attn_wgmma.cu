@@ -1,0 +1,237 @@
+// Chapter 12, version 4: flash attention on Hopper's instructions (wgmma, TMA, mbarriers).
+//   O[q, h, :] = softmax_k( Q[q, h, :] . K[k, kvh, :] * scale  (+ causal mask) ) @ V[k, kvh, :]
+// Layout as version 3 (flash_attn.cu): Q [B, Lq, Hq, D], K and V [B, Lk, Hkv, D] f16 (head dim
+// contiguous), O [B, Lq, Hq, D] f32; GQA: query head h reads kv head h / (Hq / Hkv); causal with
+// Lk >= Lq puts query i at position i + (Lk - Lq).
+//
+// Version 3 multiplies with mma.sync, one warp at a time, and loads each tile with every thread's
+// cp.async.  Here, per block of 128 query rows of one head (384 threads):
+//   * a producer warpgroup: one thread issues TMA copies (Q once; per 64-key tile the K and V
+//     boxes, both in the 128-byte swizzle), all 128 threads transpose each V tile in shared memory
+//     (ldmatrix.trans, then stmatrix: V^T is what wgmma's B operand wants, head dim x keys, K-major);
+//   * two consumer warpgroups, 64 query rows each: S = Q K^T with both operands in shared memory
+//     (wgmma m64n64k16, 8 of them over the head dim), the online softmax in registers as in
+//     version 3, then O += P V with P straight from the registers (the accumulator layout of S is
+//     the A fragment layout: wgmma m64n128k16, 4 of them over the 64 keys);
+//   * a ring of STAGES (K, V, V^T) tiles with mbarriers: K full/empty, V full (TMA), V^T full/empty.
+// Dense batches only (no page tables): the prefill of one long prompt.  HEAD_DIM 64 or 128.
+#include "common.cuh"
+#include "wgmma.cuh"
+
+#ifndef HEAD_DIM
+#define HEAD_DIM 128
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#define BM 128                        // query rows per block: 2 consumer warpgroups x 64
+#define BN 64                         // keys per tile: one 128-byte row of V^T
+#define DSUB (HEAD_DIM / 64)          // 64-wide slices of the head dim (one swizzled row each)
+#define Q_SUB (BM * 128)              // bytes of one slice of the Q tile
+#define KV_SUB (BN * 128)             // bytes of one slice of a K or V tile
+#define KV_TILE (DSUB * KV_SUB)       // bytes of a K, V or V^T tile
+#define NCONS 256
+static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t* r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t* r) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n"
+                 ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
+                 : "memory");
+}
+__device__ __forceinline__ void bar_sync_producers() { asm volatile("bar.sync 2, 128;\n" ::: "memory"); }
+
+// V tile (keys x head dim, TMA's swizzled slices) -> V^T (head dim x keys: HEAD_DIM rows of 64
+// keys, swizzled): 8x8 blocks, four per ldmatrix.trans / stmatrix pair.  Lanes 8m .. 8m+7 name the
+// rows of block m: key rows of V on the way in, head-dim rows of V^T on the way out.
+__device__ __forceinline__ void transpose_v(const unsigned char* v, unsigned char* vt, int ptid) {
+    const int pw = ptid >> 5, lane = ptid & 31, m = lane >> 3, rr = lane & 7;
+#pragma unroll
+    for (int it = 0; it < HEAD_DIM / 16; ++it) {          // (8 key blocks x HEAD_DIM/8 d blocks) / 4 / 4 warps
+        const int bs = pw + 4 * it, kb = bs & 7, db = 4 * (bs >> 3) + m;   // key block, d block
+        const int key = 8 * kb + rr, d = 8 * db + rr;
+        uint32_t r[4];
+        ldsm_x4_trans(r, smem_u32(v + (db >> 3) * KV_SUB + key * 128 + (((db & 7) ^ (key & 7)) << 4)));
+        stsm_x4(smem_u32(vt + d * 128 + ((kb ^ (d & 7)) << 4)), r);
+    }
+}
+
+// grid (ceil(Lq/BM) reversed: the longest causal blocks first, Hq, B), block 384.  tq: Q as
+// (D, Hq, B*Lq) in boxes of (64, 1, BM); tk, tv: K, V as (D, Hkv, B*Lk) in boxes of (64, 1, BN).
+extern "C" __global__ void __launch_bounds__(NCONS + 128, 1)
+flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
+                     const __grid_constant__ TensorMap tv, float* __restrict__ O, int Lq, int Lk, int Hq,
+                     int Hkv, float scale_log2, int causal)
+{
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char* base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    unsigned char* sQ = base;                                  // [DSUB][BM][64]
+    unsigned char* sK = sQ + DSUB * Q_SUB;                     // [STAGES][DSUB][BN][64]
+    unsigned char* sV = sK + STAGES * KV_TILE;                 // [STAGES][DSUB][BN][64]
+    unsigned char* sVt = sV + STAGES * KV_TILE;                // [STAGES][HEAD_DIM][64]
+    uint64_t* bars = reinterpret_cast<uint64_t*>(sVt + STAGES * KV_TILE);
+    uint64_t *qfull = bars, *kfull = bars + 1, *kempty = kfull + STAGES, *vfull = kempty + STAGES,
+             *vtfull = vfull + STAGES, *vtempty = vtfull + STAGES;
+    const int tid = threadIdx.x;
+    const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, kvh = h / (Hq / Hkv);
+    const int q0 = qb * BM, offs = Lk - Lq;
+    const int last_key = causal ? min(Lk - 1, q0 + BM - 1 + offs) : Lk - 1;
+    const int ntiles = last_key / BN + 1;
+    if (tid == 0) {
+        mbar_init(qfull, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&kfull[s], 1);
+            mbar_init(&kempty[s], NCONS / 32);
+            mbar_init(&vfull[s], 1);
+            mbar_init(&vtfull[s], 1);
+            mbar_init(&vtempty[s], NCONS / 32);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    pdl_wait();
+
+    if (tid >= NCONS) {                                        // the producer warpgroup
+        const int ptid = tid - NCONS;
+        auto issue = [&](int i) {                              // tile i's K and V boxes
+            const int s = i % STAGES;
+            if (i >= STAGES) mbar_wait(&kempty[s], (i / STAGES - 1) & 1);
+            fence_proxy_async();                               // V slot s was read by the transpose
+            mbar_expect_tx(&kfull[s], KV_TILE);
+            mbar_expect_tx(&vfull[s], KV_TILE);
+            for (int ds = 0; ds < DSUB; ++ds) {
+                tma_load_3d(sK + s * KV_TILE + ds * KV_SUB, &tk, ds * 64, kvh, b * Lk + i * BN, &kfull[s]);
+                tma_load_3d(sV + s * KV_TILE + ds * KV_SUB, &tv, ds * 64, kvh, b * Lk + i * BN, &vfull[s]);
+            }
+        };
+        if (ptid == 0) {
+            mbar_expect_tx(qfull, DSUB * Q_SUB);
+            for (int ds = 0; ds < DSUB; ++ds)
+                tma_load_3d(sQ + ds * Q_SUB, &tq, ds * 64, h, b * Lq + q0, qfull);
+            for (int i = 0; i < min(STAGES - 1, ntiles); ++i) issue(i);
+        }
+        for (int j = 0; j < ntiles; ++j) {
+            if (ptid == 0 && j + STAGES - 1 < ntiles) issue(j + STAGES - 1);
+            __syncwarp();                                      // lane 0 back: ldmatrix / stmatrix are warp-wide
+            const int s = j % STAGES;
+            mbar_wait(&vfull[s], (j / STAGES) & 1);
+            if (j >= STAGES) mbar_wait(&vtempty[s], (j / STAGES - 1) & 1);
+            transpose_v(sV + s * KV_TILE, sVt + s * KV_TILE, ptid);
+            fence_proxy_async();                               // V^T (generic stores) -> wgmma's reads
+            bar_sync_producers();
+            if (ptid == 0) mbar_arrive(&vtfull[s]);
+        }
+        return;
+    }
+
+    const int wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int qr = q0 + wg * 64 + w * 16 + g;                  // this thread's query rows: qr, qr + 8
+    float o[HEAD_DIM / 2];                                     // O: 64 rows x HEAD_DIM of this warpgroup
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; ++i) o[i] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // rows qr, qr + 8 (log2 units)
+    mbar_wait(qfull, 0);
+    for (int j = 0; j < ntiles; ++j) {
+        const int s = j % STAGES, key0 = j * BN;
+        float sc[BN / 2];
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) sc[i] = 0.f;
+        mbar_wait(&kfull[s], (j / STAGES) & 1);
+        wgmma_fence();
+#pragma unroll
+        for (int ds = 0; ds < DSUB; ++ds) {
+            const uint64_t da = make_desc(sQ + ds * Q_SUB + wg * 64 * 128);
+            const uint64_t db = make_desc(sK + s * KV_TILE + ds * KV_SUB);
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) Wgmma<__half, BN>::run(sc, da + 2 * kk, db + 2 * kk);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        if (lane == 0) mbar_arrive(&kempty[s]);
+        // mask: keys past Lk (a ragged last tile, or the next batch's rows) and, causal, the future
+        if (key0 + BN > Lk || (causal && key0 + BN - 1 > q0 + wg * 64 + w * 16 + offs)) {
+#pragma unroll
+            for (int i = 0; i < BN / 2; ++i) {
+                const int key = key0 + 8 * (i >> 2) + 2 * t + (i & 1), q = qr + ((i & 2) ? 8 : 0);
+                if (key >= Lk || (causal && key > q + offs)) sc[i] = -INFINITY;
+            }
+        }
+        // online softmax, as version 3: sc[4c + 0, 1] are row qr's, sc[4c + 2, 3] row qr + 8's
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int c = 0; c < BN / 8; ++c) {
+            mx0 = fmaxf(mx0, fmaxf(sc[4 * c], sc[4 * c + 1]));
+            mx1 = fmaxf(mx1, fmaxf(sc[4 * c + 2], sc[4 * c + 3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float mn0 = fmaxf(m0, mx0 * scale_log2), mn1 = fmaxf(m1, mx1 * scale_log2);
+        const float b0 = mn0 == -INFINITY ? 0.f : mn0, b1 = mn1 == -INFINITY ? 0.f : mn1;
+        const float c0 = ex2(m0 - b0), c1 = ex2(m1 - b1);
+        m0 = mn0;
+        m1 = mn1;
+        float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+        for (int c = 0; c < BN / 8; ++c) {
+            sc[4 * c] = ex2(fmaf(sc[4 * c], scale_log2, -b0));
+            sc[4 * c + 1] = ex2(fmaf(sc[4 * c + 1], scale_log2, -b0));
+            sc[4 * c + 2] = ex2(fmaf(sc[4 * c + 2], scale_log2, -b1));
+            sc[4 * c + 3] = ex2(fmaf(sc[4 * c + 3], scale_log2, -b1));
+            rs0 += sc[4 * c] + sc[4 * c + 1];
+            rs1 += sc[4 * c + 2] + sc[4 * c + 3];
+        }
+        l0 = l0 * c0 + rs0;
+        l1 = l1 * c1 + rs1;
+#pragma unroll
+        for (int c = 0; c < HEAD_DIM / 8; ++c) {
+            o[4 * c] *= c0;
+            o[4 * c + 1] *= c0;
+            o[4 * c + 2] *= c1;
+            o[4 * c + 3] *= c1;
+        }
+        // P as wgmma's A fragments: k16 slice kk holds keys 16kk .. 16kk+15, i.e. S's chunks 2kk, 2kk+1
+        uint32_t pa[BN / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            pa[kk][0] = pack_half2(sc[8 * kk], sc[8 * kk + 1]);
+            pa[kk][1] = pack_half2(sc[8 * kk + 2], sc[8 * kk + 3]);
+            pa[kk][2] = pack_half2(sc[8 * kk + 4], sc[8 * kk + 5]);
+            pa[kk][3] = pack_half2(sc[8 * kk + 6], sc[8 * kk + 7]);
+        }
+        mbar_wait(&vtfull[s], (j / STAGES) & 1);
+        const uint64_t dv = make_desc(sVt + s * KV_TILE);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) WgmmaRA<HEAD_DIM>::run(o, pa[kk], dv + 2 * kk);
+        wgmma_commit();
+        wgmma_wait<0>();
+        if (lane == 0) mbar_arrive(&vtempty[s]);
+    }
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; ++i) fence_reg(o[i]);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const int q = qr + 8 * hh;
+        if (q >= Lq) continue;
+        float* orow = O + ((size_t)(b * Lq + q) * Hq + h) * HEAD_DIM;
+        const float inv = hh ? inv1 : inv0;
+#pragma unroll
+        for (int c = 0; c < HEAD_DIM / 8; ++c)
+            *reinterpret_cast<float2*>(orow + 8 * c + 2 * t) = make_float2(o[4 * c + 2 * hh] * inv, o[4 * c + 2 * hh + 1] * inv);
+    }
+}
+PDL_READY(flash_attn_fwd_wgmma);
