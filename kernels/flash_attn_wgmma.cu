@@ -82,7 +82,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     const int tid = threadIdx.x;
     const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BM, offs = Lk - Lq;
-    const int last_key = causal ? min(Lk - 1, q0 + BM - 1 + offs) : Lk - 1;
+    const int last_key = causal ? min(Lk - 1, min(Lq, q0 + BM) - 1 + offs) : Lk - 1;   // the block's last row's
     const int ntiles = last_key / BN + 1;
     if (tid == 0) {
         mbar_init(qfull, 1);

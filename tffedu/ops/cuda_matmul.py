@@ -674,8 +674,9 @@ def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, SK: int | None
         if BT == 256 and -(-M // 128) * -(-N // 128) <= sms:
             BT = 128                                 # 128-token tiles fill the SMs in one wave, unsplit
     ring = Q8_GEMM_TILES.get(BT, Q8_GEMM_TILES[256])
-    if V == 7:
+    if V == 7:                                       # its split unit is whole groups, whatever SK says
         ring = dict(SK=64 * Q8_TMA_GROUP, STAGES=q8_tma_stages(BT), LATE=0)
+        SK = ring["SK"]
     SK = SK or ring["SK"]
     NS = K // SK
     if splits is None:
