@@ -52,10 +52,7 @@ def main():
         tps.append(64 / (time.perf_counter() - t0))             # steps per second
     tg = dict(tps=float(np.mean(tps[1:])), std=float(np.std(tps[1:])))
     runner = eng.runner
-    # the decode graph the last steps ran: every executor's inputs share one block, so an older
-    # graph's inputs were overwritten by the steps after it (replaying it reads foreign page tables)
-    key = next(k for k in reversed(runner.executors) if k[0] == "decode" and k in runner.captured)
-    ex, g = runner.executors[key], runner.captured[key]
+    ex, g = runner.last_captured("decode")                     # the graph the last steps ran
     step_ms = float(np.median(time_all(g.replay, warmup=5, reps=30, stream=ex.stream)))
     bw = copy_bandwidth() * 1e9                                 # bytes/s, measured
     rows = op_timeline(ex)

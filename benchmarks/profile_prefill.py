@@ -64,8 +64,7 @@ def main():
     prefill()                                                   # plans, compiles and captures the step
     wall_ms = 1e3 * float(np.median([prefill() for _ in range(5)]))
     runner = eng.runner
-    key = next(k for k in reversed(runner.executors) if k[0] == "prefill" and k in runner.captured)
-    ex, g = runner.executors[key], runner.captured[key]
+    ex, g = runner.last_captured("prefill")
     step_ms = float(np.median(time_all(g.replay, warmup=2, reps=10, stream=ex.stream)))
     rows = op_timeline(ex, repeat=5, reps=3)
     calls = {n.name: n for _, n, *_ in ex._calls}

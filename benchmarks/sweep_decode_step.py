@@ -67,9 +67,8 @@ def main():
         req = eng.add(rng.integers(0, c.vocab_size, depth + 1).tolist(), max_new_tokens=8, ignore_eos=True)
         while not req.done:
             eng.step()
-        r = eng.runner
-        key = next(k for k in reversed(r.executors) if k[0] == "decode" and k in r.captured)
-        return float(np.median(time_all(r.captured[key].replay, warmup=5, reps=40, stream=r.executors[key].stream)))
+        ex, g = eng.runner.last_captured("decode")
+        return float(np.median(time_all(g.replay, warmup=5, reps=40, stream=ex.stream)))
 
     out = dict(model=a.model.name, gemv=[], attn=[])
     if a.gemv:

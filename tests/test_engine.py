@@ -389,3 +389,20 @@ def test_ids_from_last_needs_the_rows_of_the_step_before(model):
     run.run("logits", step_feed(cache, [reqs[0].rid], [0], [cache.seq_len(reqs[0].rid)], "logits"))
     with pytest.raises(GraphError, match="has 0 next_ids"):   # a logits step leaves none
         run.launch("decode", nxt, ids_from_last=True)
+
+
+def test_last_captured_is_the_bucket_run_last(model):
+    """The profilers replay the captured step of a kind that ran last (the shared block holds its
+    inputs only): the most recently used bucket of that kind, and a GraphError before any."""
+    from tffedu.errors import GraphError
+    run = Engine(model, max_batch=4).runner
+    with pytest.raises(GraphError, match="no decode step has been captured"):
+        run.last_captured("decode")
+    for key in [("decode", 4, 4, 8), ("prefill", 64, 1, 8), ("decode", 2, 2, 8)]:
+        run.executors[key] = f"ex {key}"
+        run.captured[key] = f"graph {key}"
+    run.executors.move_to_end(("decode", 4, 4, 8))           # used again, after the others
+    assert run.last_captured("decode") == ("ex ('decode', 4, 4, 8)", "graph ('decode', 4, 4, 8)")
+    assert run.last_captured("prefill")[1] == "graph ('prefill', 64, 1, 8)"
+    del run.captured[("decode", 4, 4, 8)]                    # built but never captured: skipped
+    assert run.last_captured("decode")[0] == "ex ('decode', 2, 2, 8)"

@@ -660,6 +660,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.runner._fuses': ('gpu_runtime.html#_fuses', 'tffedu/runner.py'),
                                'tffedu.runner._ids_back': ('gpu_runtime.html#_ids_back', 'tffedu/runner.py'),
                                'tffedu.runner._in_gemv': ('gpu_runtime.html#_in_gemv', 'tffedu/runner.py'),
+                               'tffedu.runner._last_captured': ('gpu_runtime.html#_last_captured', 'tffedu/runner.py'),
                                'tffedu.runner._launch': ('gpu_runtime.html#_launch', 'tffedu/runner.py'),
                                'tffedu.runner._memory': ('gpu_runtime.html#_memory', 'tffedu/runner.py'),
                                'tffedu.runner._norm_feeds_gemvs': ('gpu_runtime.html#_norm_feeds_gemvs', 'tffedu/runner.py'),

@@ -537,6 +537,18 @@ ModelRunner.launch = _launch
 ModelRunner._ids_back = _ids_back
 
 # %% ../notebooks/13_gpu_runtime.ipynb #fa6f1623
+def _last_captured(self, kind: str):
+    """(executor, CUDA graph) of the captured step of `kind` run last: the one whose inputs the
+    shared block still holds (an older bucket's replay would read later steps' page tables)."""
+    key = next((k for k in reversed(self.executors) if k[0] == kind and k in self.captured), None)
+    if key is None:
+        raise GraphError(f"no {kind} step has been captured yet: run one first")
+    return self.executors[key], self.captured[key]
+
+
+ModelRunner.last_captured = _last_captured
+
+
 def op_timeline(ex: Executor, repeat: int = 10, reps: int = 5) -> list[dict]:
     """The GPU time of every op of one step of `ex` (inputs loaded): each op's launch captured
     `repeat` times into a CUDA graph of its own and replayed between two events, so no launch gap
