@@ -6,7 +6,8 @@ causal, Qwen3-8B's heads (32 query, 8 kv, head dim 128), batch 1, at 512 ... 409
 
 Each side is 10 calls captured once in a CUDA graph and replayed (ours: chapter 11's CudaGraph of
 PyCUDA launches; torch: torch.cuda.CUDAGraph), so kernels are compared with kernels. Ours: the
-default (`FLASH` / `FLASH_SMALL`) and version 4 (wgmma + TMA) with 3 and 4 stages; torch: the
+default (`FLASH` / `FLASH_SMALL`) and version 4 (wgmma + TMA) with 3 and 4 stages, and without
+its overlap of the two products; torch: the
 faster of `enable_gqa=True` and K/V repeated to 32 heads. Every output is checked against torch's
 first (relative Frobenius error). Needs an H100/H200, PyCUDA and torch.
 """
@@ -66,7 +67,8 @@ def main():
         qd, kd, vd, od = ga.to_gpu(q), ga.to_gpu(k), ga.to_gpu(v), ga.empty((L, HQ, D), np.float32)
         row = dict(L=L, sdpa_ms=sdpa, sdpa_tflops=flops / sdpa / 1e9)
         for name, kw in (("default", {}), ("v4 s3", dict(version=4, config={"STAGES": 3})),
-                         ("v4 s4", dict(version=4, config={"STAGES": 4}))):
+                         ("v4 s4", dict(version=4, config={"STAGES": 4})),
+                         ("v4 s3 no overlap", dict(version=4, config={"STAGES": 3, "OVERLAP": 0}))):
             call = lambda kw=kw: flash_launch(int(qd.gpudata), int(kd.gpudata), int(vd.gpudata),  # noqa: E731
                                               int(od.gpudata), 1, L, L, HQ, HKV, D, None, True, stream, **kw)
             try:

@@ -9,11 +9,14 @@
 //   * a producer warpgroup: one thread issues TMA copies (Q once; per 64-key tile the K and V
 //     boxes, both in the 128-byte swizzle), all 128 threads transpose each V tile in shared memory
 //     (ldmatrix.trans, then stmatrix: V^T is what wgmma's B operand wants, head dim x keys, K-major);
+//     it keeps 56 registers a thread and gives the rest to the consumers (setmaxnreg: 224 each);
 //   * two consumer warpgroups, 64 query rows each: S = Q K^T with both operands in shared memory
 //     (wgmma m64n64k16, 8 of them over the head dim), the online softmax in registers as in
 //     version 3, then O += P V with P straight from the registers (the accumulator layout of S is
 //     the A fragment layout: wgmma m64n128k16, 4 of them over the 64 keys);
-//   * a ring of STAGES (K, V, V^T) tiles with mbarriers: K full/empty, V full (TMA), V^T full/empty.
+//   * a ring of STAGES (K, V, V^T) tiles with mbarriers: K full/empty, V full (TMA), V^T full/empty;
+//   * OVERLAP: tile j's scores are on the tensor cores together with tile j-1's P V, and tile j's
+//     softmax runs while that P V finishes (FlashAttention-3's overlap within a warpgroup).
 // Dense batches only (no page tables): the prefill of one long prompt.  HEAD_DIM 64 or 128.
 #include "common.cuh"
 #include "wgmma.cuh"
@@ -23,6 +26,10 @@
 #endif
 #ifndef STAGES
 #define STAGES 3
+#endif
+#ifndef OVERLAP
+#define OVERLAP 1                     // 1: tile j's Q K^T runs with tile j-1's P V (FlashAttention-3's
+                                      // overlap within a warpgroup); 0: one tile at a time
 #endif
 #define BM 128                        // query rows per block: 2 consumer warpgroups x 64
 #define BN 64                         // keys per tile: one 128-byte row of V^T
@@ -99,6 +106,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     pdl_wait();
 
     if (tid >= NCONS) {                                        // the producer warpgroup
+        regs_dec<56>();                                        // its registers to the consumers
         const int ptid = tid - NCONS;
         auto issue = [&](int i) {                              // tile i's K and V boxes
             const int s = i % STAGES;
@@ -131,44 +139,50 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         return;
     }
 
+    regs_inc<224>();                                           // 128 x 56 + 256 x 224 <= 64K
     const int wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int qr = q0 + wg * 64 + w * 16 + g;                  // this thread's query rows: qr, qr + 8
     float o[HEAD_DIM / 2];                                     // O: 64 rows x HEAD_DIM of this warpgroup
 #pragma unroll
     for (int i = 0; i < HEAD_DIM / 2; ++i) o[i] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;  // rows qr, qr + 8 (log2 units)
-    mbar_wait(qfull, 0);
-    for (int j = 0; j < ntiles; ++j) {
-        const int s = j % STAGES, key0 = j * BN;
-        float sc[BN / 2];
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) sc[i] = 0.f;
-        mbar_wait(&kfull[s], (j / STAGES) & 1);
-        wgmma_fence();
+
+    // queue S = Q K_j^T into sc (its first k16 step writes it: no zeroing; the caller fences and commits)
+    auto scores = [&](int j, float* sc) {
 #pragma unroll
         for (int ds = 0; ds < DSUB; ++ds) {
             const uint64_t da = make_desc(sQ + ds * Q_SUB + wg * 64 * 128);
-            const uint64_t db = make_desc(sK + s * KV_TILE + ds * KV_SUB);
+            const uint64_t db = make_desc(sK + (j % STAGES) * KV_TILE + ds * KV_SUB);
 #pragma unroll
-            for (int kk = 0; kk < 4; ++kk) Wgmma<__half, BN>::run(sc, da + 2 * kk, db + 2 * kk);
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        if (lane == 0) mbar_arrive(&kempty[s]);
-        // mask: keys past Lk (a ragged last tile, or the next batch's rows) and, causal, the future
-        if (key0 + BN > Lk || (causal && key0 + BN - 1 > q0 + wg * 64 + w * 16 + offs)) {
-#pragma unroll
-            for (int i = 0; i < BN / 2; ++i) {
-                const int key = key0 + 8 * (i >> 2) + 2 * t + (i & 1), q = qr + ((i & 2) ? 8 : 0);
-                if (key >= Lk || (causal && key > q + offs)) sc[i] = -INFINITY;
+            for (int kk = 0; kk < 4; ++kk) {
+                if (ds == 0 && kk == 0) WgmmaZero<BN>::run(sc, da, db);
+                else Wgmma<__half, BN>::run(sc, da + 2 * kk, db + 2 * kk);
             }
         }
-        // online softmax, as version 3: sc[4c + 0, 1] are row qr's, sc[4c + 2, 3] row qr + 8's
+    };
+    // queue O += P V_j (P in registers; the caller fences and commits)
+    auto values = [&](int j, const uint32_t (*pa)[4]) {
+        const uint64_t dv = make_desc(sVt + (j % STAGES) * KV_TILE);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) WgmmaRA<HEAD_DIM>::run(o, pa[kk], dv + 2 * kk);
+    };
+    // tile j's scores -> P (pa: wgmma's A fragments) and the running max and sum; returns in c0, c1
+    // the factors O must be scaled by.  Neither O nor sc is written: their products may still be
+    // in flight (ptxas serializes every wgmma when an instruction redefines registers a wgmma of
+    // the same stage reads: C7513).
+    auto softmax = [&](int j, const float* sc, uint32_t (*pa)[4], float& c0, float& c1) {
+        const int key0 = j * BN;
+        // mask: keys past Lk (a ragged last tile, or the next batch's rows) and, causal, the future
+        const bool edge = key0 + BN > Lk || (causal && key0 + BN - 1 > q0 + wg * 64 + w * 16 + offs);
+        auto score = [&](int i) {                              // sc[4c + 0, 1]: row qr; sc[4c + 2, 3]: row qr + 8
+            const int key = key0 + 8 * (i >> 2) + 2 * t + (i & 1), q = qr + ((i & 2) ? 8 : 0);
+            return edge && (key >= Lk || (causal && key > q + offs)) ? -INFINITY : sc[i];
+        };
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
         for (int c = 0; c < BN / 8; ++c) {
-            mx0 = fmaxf(mx0, fmaxf(sc[4 * c], sc[4 * c + 1]));
-            mx1 = fmaxf(mx1, fmaxf(sc[4 * c + 2], sc[4 * c + 3]));
+            mx0 = fmaxf(mx0, fmaxf(score(4 * c), score(4 * c + 1)));
+            mx1 = fmaxf(mx1, fmaxf(score(4 * c + 2), score(4 * c + 3)));
         }
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
@@ -176,21 +190,27 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
         const float mn0 = fmaxf(m0, mx0 * scale_log2), mn1 = fmaxf(m1, mx1 * scale_log2);
         const float b0 = mn0 == -INFINITY ? 0.f : mn0, b1 = mn1 == -INFINITY ? 0.f : mn1;
-        const float c0 = ex2(m0 - b0), c1 = ex2(m1 - b1);
+        c0 = ex2(m0 - b0);
+        c1 = ex2(m1 - b1);
         m0 = mn0;
         m1 = mn1;
         float rs0 = 0.f, rs1 = 0.f;
+        // k16 slice kk of P holds keys 16kk .. 16kk+15: S's n8 chunks 2kk and 2kk+1
 #pragma unroll
-        for (int c = 0; c < BN / 8; ++c) {
-            sc[4 * c] = ex2(fmaf(sc[4 * c], scale_log2, -b0));
-            sc[4 * c + 1] = ex2(fmaf(sc[4 * c + 1], scale_log2, -b0));
-            sc[4 * c + 2] = ex2(fmaf(sc[4 * c + 2], scale_log2, -b1));
-            sc[4 * c + 3] = ex2(fmaf(sc[4 * c + 3], scale_log2, -b1));
-            rs0 += sc[4 * c] + sc[4 * c + 1];
-            rs1 += sc[4 * c + 2] + sc[4 * c + 3];
+        for (int kk = 0; kk < BN / 16; ++kk) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {                      // (row qr, chunk 2kk), (qr+8, 2kk), (qr, 2kk+1), (qr+8, 2kk+1)
+                const int i = 8 * kk + 2 * e;
+                const float bb = (e & 1) ? b1 : b0;
+                const float p0 = ex2(fmaf(score(i), scale_log2, -bb)), p1 = ex2(fmaf(score(i + 1), scale_log2, -bb));
+                (e & 1 ? rs1 : rs0) += p0 + p1;
+                pa[kk][e] = pack_half2(p0, p1);
+            }
         }
         l0 = l0 * c0 + rs0;
         l1 = l1 * c1 + rs1;
+    };
+    auto rescale = [&](float c0, float c1) {
 #pragma unroll
         for (int c = 0; c < HEAD_DIM / 8; ++c) {
             o[4 * c] *= c0;
@@ -198,26 +218,94 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
             o[4 * c + 2] *= c1;
             o[4 * c + 3] *= c1;
         }
-        // P as wgmma's A fragments: k16 slice kk holds keys 16kk .. 16kk+15, i.e. S's chunks 2kk, 2kk+1
-        uint32_t pa[BN / 16][4];
+    };
+
+    mbar_wait(qfull, 0);
+    float sc[BN / 2];
+    uint32_t pa[BN / 16][4];
+    float c0, c1;
+    auto fence_s = [&]() {
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            pa[kk][0] = pack_half2(sc[8 * kk], sc[8 * kk + 1]);
-            pa[kk][1] = pack_half2(sc[8 * kk + 2], sc[8 * kk + 3]);
-            pa[kk][2] = pack_half2(sc[8 * kk + 4], sc[8 * kk + 5]);
-            pa[kk][3] = pack_half2(sc[8 * kk + 6], sc[8 * kk + 7]);
-        }
-        mbar_wait(&vtfull[s], (j / STAGES) & 1);
-        const uint64_t dv = make_desc(sVt + s * KV_TILE);
+        for (int i = 0; i < BN / 2; ++i) fence_reg(sc[i]);
+    };
+    auto fence_o = [&](uint32_t (*p)[4]) {                    // O, and the P its products read
+#pragma unroll
+        for (int i = 0; i < HEAD_DIM / 2; ++i) fence_reg(o[i]);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) fence_reg(p[kk][e]);
+    };
+#if OVERLAP
+    // FlashAttention-3's overlap within a warpgroup: tile j's scores are computed on the tensor
+    // cores while tile j-1's P V is, and its softmax runs while P V finishes
+    mbar_wait(&kfull[0], 0);
+    wgmma_fence();
+    scores(0, sc);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_s();
+    if (lane == 0) mbar_arrive(&kempty[0]);
+    softmax(0, sc, pa, c0, c1);                                // O is still 0: no rescale
+    // tile j: its scores with tile j-1's P V (P of j-1 in pin), then its P into pout.  Two P
+    // buffers in turn, the loop unrolled by two so that each is a fixed set of registers: a copy
+    // from one to the other would let the compiler write P into registers a P V still reads
+    uint32_t pb[BN / 16][4];
+    auto step = [&](int j, uint32_t (*pin)[4], uint32_t (*pout)[4]) {
+        const int s = j % STAGES, sp = (j - 1) % STAGES;
+        mbar_wait(&kfull[s], (j / STAGES) & 1);
+        mbar_wait(&vtfull[sp], ((j - 1) / STAGES) & 1);
         wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) WgmmaRA<HEAD_DIM>::run(o, pa[kk], dv + 2 * kk);
+        scores(j, sc);
+        wgmma_commit();
+        values(j - 1, pin);
+        wgmma_commit();
+        wgmma_wait<1>();                                       // the scores (the older group) are in
+        fence_s();
+        if (lane == 0) mbar_arrive(&kempty[s]);
+        softmax(j, sc, pout, c0, c1);
+        wgmma_wait<0>();                                       // P V of tile j-1 is in O
+        fence_o(pin);
+        if (lane == 0) mbar_arrive(&vtempty[sp]);
+        rescale(c0, c1);
+    };
+    for (int j = 1; j < ntiles; j += 2) {
+        step(j, pa, pb);
+        if (j + 1 < ntiles) step(j + 1, pb, pa);
+    }
+    auto last = [&](uint32_t (*pl)[4]) {                       // the last tile's P V
+        const int sl = (ntiles - 1) % STAGES;
+        mbar_wait(&vtfull[sl], ((ntiles - 1) / STAGES) & 1);
+        wgmma_fence();
+        values(ntiles - 1, pl);
         wgmma_commit();
         wgmma_wait<0>();
+        fence_o(pl);
+        if (lane == 0) mbar_arrive(&vtempty[sl]);
+    };
+    if ((ntiles - 1) & 1) last(pb);                            // two copies: each buffer stays registers
+    else last(pa);
+#else
+    for (int j = 0; j < ntiles; ++j) {                         // one tile at a time
+        const int s = j % STAGES;
+        mbar_wait(&kfull[s], (j / STAGES) & 1);
+        wgmma_fence();
+        scores(j, sc);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_s();
+        if (lane == 0) mbar_arrive(&kempty[s]);
+        softmax(j, sc, pa, c0, c1);
+        rescale(c0, c1);
+        mbar_wait(&vtfull[s], (j / STAGES) & 1);
+        wgmma_fence();
+        values(j, pa);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_o(pa);
         if (lane == 0) mbar_arrive(&vtempty[s]);
     }
-#pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; ++i) fence_reg(o[i]);
+#endif
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);

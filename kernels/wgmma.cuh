@@ -26,7 +26,11 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Pin a register at this point of the program: wgmma writes its accumulators (and reads its A
+// registers) asynchronously, so after a wgmma_wait the compiler must not move their reads (or
+// new definitions) above the wait.
 __device__ __forceinline__ void fence_reg(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void fence_reg(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 // Matrix descriptor of a K-major tile whose rows are 64 halves (128 bytes) in the 128-byte swizzle
 // (16-byte chunk c of row r stored at c ^ (r % 8), tile base 1024-byte aligned): start address >> 4
@@ -72,6 +76,25 @@ WGMMA_SS(__half, "f16", 128, WG_ACC64, WG_D64(0), "%64, %65")
 WGMMA_SS(__half, "f16", 256, WG_ACC128, WG_D128(0), "%128, %129")
 WGMMA_SS(__nv_bfloat16, "bf16", 128, WG_ACC64, WG_D64(0), "%64, %65")
 WGMMA_SS(__nv_bfloat16, "bf16", 256, WG_ACC128, WG_D128(0), "%128, %129")
+
+// d = A @ B^T, the accumulator written, not read (scale-d = 0): the first k16 step of a product
+// whose registers held something else, with no instruction zeroing them first (which, between a
+// wgmma and its wait, would make ptxas serialize: C7513).  f16, both operands in shared memory.
+#define WG_Z1(i) "=f"(d[i])
+#define WG_Z8(i) WG_Z1(i), WG_Z1(i + 1), WG_Z1(i + 2), WG_Z1(i + 3), WG_Z1(i + 4), WG_Z1(i + 5), WG_Z1(i + 6), WG_Z1(i + 7)
+#define WG_Z32(i) WG_Z8(i), WG_Z8(i + 8), WG_Z8(i + 16), WG_Z8(i + 24)
+template <int N> struct WgmmaZero;
+template <> struct WgmmaZero<64> {
+    static __device__ __forceinline__ void run(float* d, uint64_t da, uint64_t db) {
+        asm volatile("{\n"
+            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+            "{" WG_ACC32 "}, %32, %33, 0, 1, 1, 0, 0;\n"
+            "}\n"
+            : WG_Z32(0)
+            : "l"(da), "l"(db)
+            : "memory");
+    }
+};
 
 // The same product with A (64 x 16, fp16) in registers: each warp of the warpgroup holds 16 rows as
 // mma.sync's m16n8k16 A fragment (a[0]: row g, k 2t..2t+1; a[1]: row g+8; a[2], a[3]: k + 8), so a

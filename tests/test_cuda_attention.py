@@ -112,10 +112,10 @@ def test_flash_attention_kv2_grid_hq(A, rng, cfg, D, Lq, Lk, causal):
 
 
 @gpu
-@pytest.mark.parametrize("stages", [3, 4])
+@pytest.mark.parametrize("stages,overlap", [(3, 1), (4, 1), (3, 0)])
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("Lq,Lk,causal", CASES + [(1030, 1030, True), (200, 1500, True)])
-def test_flash_attention_v4(A, rng, stages, D, Lq, Lk, causal):
+def test_flash_attention_v4(A, rng, stages, overlap, D, Lq, Lk, causal):
     """Version 4 (wgmma, TMA, the V^T transpose in shared memory) on odd shapes, GQA 3:1 and batch 2
     (a tile of the first sequence reads the next one's rows: masked), against float64."""
     from tffedu.ops.cuda_matmul import wgmma_available
@@ -126,7 +126,8 @@ def test_flash_attention_v4(A, rng, stages, D, Lq, Lk, causal):
     k = rng.standard_normal((B, Lk, Hkv, D)).astype(np.float16)
     v = rng.standard_normal((B, Lk, Hkv, D)).astype(np.float16)
     out = poisoned(q.shape)
-    A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=causal, version=4, config={"STAGES": stages})
+    A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=causal, version=4,
+                      config={"STAGES": stages, "OVERLAP": overlap})
     got = host(out)
     for b in range(B):
         assert frob(got[b], attention_ref(q[b], k[b], v[b], causal)) < 4e-3, b

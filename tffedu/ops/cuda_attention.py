@@ -55,7 +55,8 @@ def flash_attention(q, k, v, out=None, stream=None, scale: float | None = None, 
     a warp per 16 query rows; version 3: a warp per 32 rows, Q tile in shared memory (both need
     D % 16 == 0, D <= 128); version 4: wgmma and TMA on an sm_90 GPU (D 64 or 128, the batch dense;
     flash_attn_wgmma.cu); version 1: the naive kernel (any D <= 256, Lk <= 8192, no batch).
-    `config` overrides the tile shape: NWARPS, BC (and MINB for version 2), and two switches:
+    `config` overrides the tile shape: NWARPS, BC (and MINB for version 2; STAGES and OVERLAP for
+    version 4), and two switches:
     GRID_HQ=1 orders the grid heads-first (the longest causal blocks of every head start first),
     KV2=1 (version 3) double-buffers the K/V tiles (tile j+1 loads during all of tile j)."""
     qs, ks = tuple(q.shape), tuple(k.shape)
@@ -88,15 +89,16 @@ def flash_head_dim_ok(D: int) -> bool:
 
 
 def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
-                   scale: float, causal: bool, stream, stages: int = 3) -> None:
+                   scale: float, causal: bool, stream, stages: int = 3, overlap: int = 1) -> None:
     """Version 4 (flash_attn_wgmma.cu, sm_90a): TMA tensor maps of q [B*Lq, Hq, D] and k, v
-    [B*Lk, Hkv, D] in boxes of 64 of the head dim x 128 query rows / 64 keys, 384 threads a block."""
+    [B*Lk, Hkv, D] in boxes of 64 of the head dim x 128 query rows / 64 keys, 384 threads a block;
+    `overlap`: tile j's Q K^T with tile j-1's P V (else one tile at a time)."""
     from .cuda_matmul import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _kernel90a, tensor_map
     maps = [tensor_map(a, CU_TENSOR_MAP_FLOAT16, (D, H, B * L), (2 * D, 2 * H * D), (64, 1, rows),
                        CU_TENSOR_MAP_SWIZZLE_128B)
             for a, H, L, rows in ((qp, Hq, Lq, 128), (kp, Hkv, Lk, 64), (vp, Hkv, Lk, 64))]
     fn = _kernel90a("flash_attn_wgmma.cu", "flash_attn_fwd_wgmma", "128s128s128sPiiiifi",
-                    {"HEAD_DIM": D, "STAGES": stages})
+                    {"HEAD_DIM": D, "STAGES": stages, "OVERLAP": int(overlap)})
     smem = 256 * D + 3 * stages * 128 * D + 8 * (1 + 5 * stages) + 1024   # Q, the K / V / V^T ring, mbarriers
     set_smem(fn, smem)
     launch(fn, ((Lq + 127) // 128, Hq, B), (384,), stream, *maps, op, np.int32(Lq), np.int32(Lk), np.int32(Hq),
@@ -120,7 +122,8 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
         if paged is not None or D not in (64, 128):
             raise ShapeError(f"flash attention version 4 takes dense K/V and a head dim of 64 or 128, got "
                              f"{'pages' if paged is not None else 'dense'}, head dim {D}")
-        _flash4_launch(qp, kp, vp, op, B, Lq, Lk, Hq, Hkv, D, scale, causal, stream, cfg.get("STAGES", 3))
+        _flash4_launch(qp, kp, vp, op, B, Lq, Lk, Hq, Hkv, D, scale, causal, stream, cfg.get("STAGES", 3),
+                       cfg.get("OVERLAP", 1))
         return
     if paged is not None and not (version in (2, 3) and flash_head_dim_ok(D)):
         raise ShapeError(f"attention over pages needs flash version 2 or 3 and a head dim they take, got "
