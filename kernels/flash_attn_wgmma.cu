@@ -9,7 +9,7 @@
 //   * a producer warpgroup: one thread issues TMA copies (Q once; per 64-key tile the K and V
 //     boxes, both in the 128-byte swizzle), all 128 threads transpose each V tile in shared memory
 //     (ldmatrix.trans, then stmatrix: V^T is what wgmma's B operand wants, head dim x keys, K-major);
-//     it keeps 56 registers a thread and gives the rest to the consumers (setmaxnreg: 224 each);
+//     it keeps 64 registers a thread and gives the rest to the consumers (setmaxnreg: 216 each);
 //   * two consumer warpgroups, 64 query rows each: S = Q K^T with both operands in shared memory
 //     (wgmma m64n64k16, 8 of them over the head dim), the online softmax in registers as in
 //     version 3, then O += P V with P straight from the registers (the accumulator layout of S is
@@ -17,7 +17,10 @@
 //   * a ring of STAGES (K, V, V^T) tiles with mbarriers: K full/empty, V full (TMA), V^T full/empty;
 //   * OVERLAP: tile j's scores are on the tensor cores together with tile j-1's P V, and tile j's
 //     softmax runs while that P V finishes (FlashAttention-3's overlap within a warpgroup).
-// Dense batches only (no page tables): the prefill of one long prompt.  HEAD_DIM 64 or 128.
+// PAGED = 1: a whole step of many sequences in one launch, as version 3's PAGED mode: Q and O are the
+// step's rows [N, Hq, D] (sequence b owns rows cu[b] .. cu[b+1]), K and V the cache's pages
+// [P, ps, Hkv, D] read through the sequence's row of the page table, one TMA box per page of a tile
+// (ps = 8, 16, 32 or 64: whole swizzle atoms); a missing page (-1) arrives as zeros.  HEAD_DIM 64 or 128.
 #include "common.cuh"
 #include "wgmma.cuh"
 
@@ -30,6 +33,9 @@
 #ifndef OVERLAP
 #define OVERLAP 1                     // 1: tile j's Q K^T runs with tile j-1's P V (FlashAttention-3's
                                       // overlap within a warpgroup); 0: one tile at a time
+#endif
+#ifndef PAGED
+#define PAGED 0                       // 1: a step of many sequences over the cache's pages (as version 3's PAGED)
 #endif
 #define BM 128                        // query rows per block: 2 consumer warpgroups x 64
 #define BN 64                         // keys per tile: one 128-byte row of V^T
@@ -71,12 +77,15 @@ __device__ __forceinline__ void transpose_v(const unsigned char* v, unsigned cha
 }
 
 // grid (ceil(Lq/BM) reversed: the longest causal blocks first, Hq, B), block 384.  tq: Q as
-// (D, Hq, B*Lq) in boxes of (64, 1, BM); tk, tv: K, V as (D, Hkv, B*Lk) in boxes of (64, 1, BN).
+// (D, Hq, B*Lq) in boxes of (64, 1, BM); tk, tv: K, V as (D, Hkv, B*Lk) in boxes of (64, 1, BN)
+// (PAGED: Q as (D, Hq, N), K and V as (D, Hkv, P*ps) in boxes of (64, 1, ps); Lq, Lk unused).
 extern "C" __global__ void __launch_bounds__(NCONS + 128, 1)
 flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
                      const __grid_constant__ TensorMap tv, float* __restrict__ O, int Lq, int Lk, int Hq,
-                     int Hkv, float scale_log2, int causal)
+                     int Hkv, float scale_log2, int causal, const int* __restrict__ cu,
+                     const int* __restrict__ lens, const int* __restrict__ table, int ps, int max_pages)
 {
+    pdl_wait();                                                // q, the lengths, the tables: earlier kernels' work
     extern __shared__ unsigned char smem_raw[];
     unsigned char* base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     unsigned char* sQ = base;                                  // [DSUB][BM][64]
@@ -88,9 +97,19 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
              *vtfull = vfull + STAGES, *vtempty = vtfull + STAGES;
     const int tid = threadIdx.x;
     const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, kvh = h / (Hq / Hkv);
-    const int q0 = qb * BM, offs = Lk - Lq;
+    const int q0 = qb * BM;
+#if PAGED
+    const int row0 = cu[b];                                    // the sequence's first row of the step
+    Lq = cu[b + 1] - row0;
+    Lk = lens[b];
+    if (q0 >= Lq) return;                                      // (the whole block: no barrier yet)
+    const int* tab = table + (size_t)b * max_pages;
+#else
+    const int row0 = b * Lq;
+#endif
+    const int offs = Lk - Lq;
     const int last_key = causal ? min(Lk - 1, min(Lq, q0 + BM) - 1 + offs) : Lk - 1;   // the block's last row's
-    const int ntiles = last_key / BN + 1;
+    const int ntiles = max(1, last_key / BN + 1);              // a block with no key still writes its zeros
     if (tid == 0) {
         mbar_init(qfull, 1);
         for (int s = 0; s < STAGES; ++s) {
@@ -103,10 +122,9 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         mbar_init_fence();
     }
     __syncthreads();
-    pdl_wait();
 
     if (tid >= NCONS) {                                        // the producer warpgroup
-        regs_dec<56>();                                        // its registers to the consumers
+        regs_dec<64>();                                        // its registers to the consumers
         const int ptid = tid - NCONS;
         auto issue = [&](int i) {                              // tile i's K and V boxes
             const int s = i % STAGES;
@@ -114,15 +132,26 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
             fence_proxy_async();                               // V slot s was read by the transpose
             mbar_expect_tx(&kfull[s], KV_TILE);
             mbar_expect_tx(&vfull[s], KV_TILE);
+#if PAGED
+            for (int u = 0; u < BN / ps; ++u) {                // one box per page of the tile
+                const int pg = i * BN / ps + u, pid = pg < max_pages ? tab[pg] : -1;
+                const int r = pid < 0 ? -ps : pid * ps;        // no page: a box wholly outside, zeros
+                for (int ds = 0; ds < DSUB; ++ds) {
+                    tma_load_3d(sK + s * KV_TILE + ds * KV_SUB + u * ps * 128, &tk, ds * 64, kvh, r, &kfull[s]);
+                    tma_load_3d(sV + s * KV_TILE + ds * KV_SUB + u * ps * 128, &tv, ds * 64, kvh, r, &vfull[s]);
+                }
+            }
+#else
             for (int ds = 0; ds < DSUB; ++ds) {
                 tma_load_3d(sK + s * KV_TILE + ds * KV_SUB, &tk, ds * 64, kvh, b * Lk + i * BN, &kfull[s]);
                 tma_load_3d(sV + s * KV_TILE + ds * KV_SUB, &tv, ds * 64, kvh, b * Lk + i * BN, &vfull[s]);
             }
+#endif
         };
         if (ptid == 0) {
             mbar_expect_tx(qfull, DSUB * Q_SUB);
             for (int ds = 0; ds < DSUB; ++ds)
-                tma_load_3d(sQ + ds * Q_SUB, &tq, ds * 64, h, b * Lq + q0, qfull);
+                tma_load_3d(sQ + ds * Q_SUB, &tq, ds * 64, h, row0 + q0, qfull);
             for (int i = 0; i < min(STAGES - 1, ntiles); ++i) issue(i);
         }
         for (int j = 0; j < ntiles; ++j) {
@@ -139,7 +168,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         return;
     }
 
-    regs_inc<224>();                                           // 128 x 56 + 256 x 224 <= 64K
+    regs_inc<216>();                                           // 128 x 64 + 256 x 216 <= 64K
     const int wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int qr = q0 + wg * 64 + w * 16 + g;                  // this thread's query rows: qr, qr + 8
     float o[HEAD_DIM / 2];                                     // O: 64 rows x HEAD_DIM of this warpgroup
@@ -315,7 +344,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     for (int hh = 0; hh < 2; ++hh) {
         const int q = qr + 8 * hh;
         if (q >= Lq) continue;
-        float* orow = O + ((size_t)(b * Lq + q) * Hq + h) * HEAD_DIM;
+        float* orow = O + ((size_t)(row0 + q) * Hq + h) * HEAD_DIM;
         const float inv = hh ? inv1 : inv0;
 #pragma unroll
         for (int c = 0; c < HEAD_DIM / 8; ++c)

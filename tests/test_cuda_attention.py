@@ -137,6 +137,29 @@ def test_flash_attention_v4(A, rng, stages, overlap, D, Lq, Lk, causal):
 
 
 @gpu
+@pytest.mark.parametrize("overlap", [1, 0])
+@pytest.mark.parametrize("ps", [8, 16, 32, 64])
+def test_paged_prefill_v4(monkeypatch, ps, overlap):
+    """The engine's prefill attention (`paged_attention_varlen`) on version 4's PAGED mode: padded
+    steps of several sequences, cached tokens before the new ones, GQA, head dims 64 and 128, one TMA
+    box per page; against float64 through the page tables."""
+    from tffedu.factory import OPS
+    from tffedu.ops import cuda_attention as ca
+    from tffedu.ops.cuda_matmul import wgmma_available
+    from tests.test_op_contract import host as host_, paged_batch, rel, to_device, varlen_ref
+    if not wgmma_available():
+        pytest.skip("version 4 needs an sm_90 GPU")
+    for name in ("FLASH", "FLASH_SMALL"):
+        monkeypatch.setattr(ca, name, {"version": 4, "OVERLAP": overlap})
+    for spec, Hq, Hkv, D in [(dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 8, 2, 128),
+                             (dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 8, 128),
+                             (dict(chunks=[17, 3], starts=[0, 0]), 8, 1, 64)]:
+        args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)
+        got = host_(OPS.get("paged_attention_varlen", "cuda")(*[to_device(a) for a in args]))
+        assert rel(got, varlen_ref(args, {})[0]) < 3e-3, spec
+
+
+@gpu
 def test_flash_attention_batched_f32_and_scale(A, rng):
     B, L, Hq, Hkv, D = 3, 70, 8, 2, 64
     q = rng.standard_normal((B, L, Hq, D)).astype(np.float32)

@@ -89,28 +89,33 @@ def flash_head_dim_ok(D: int) -> bool:
 
 
 def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
-                   scale: float, causal: bool, stream, stages: int = 3, overlap: int = 1) -> None:
+                   scale: float, causal: bool, stream, stages: int = 3, overlap: int = 1, paged=None) -> None:
     """Version 4 (flash_attn_wgmma.cu, sm_90a): TMA tensor maps of q [B*Lq, Hq, D] and k, v
-    [B*Lk, Hkv, D] in boxes of 64 of the head dim x 128 query rows / 64 keys, 384 threads a block;
-    `overlap`: tile j's Q K^T with tile j-1's P V (else one tile at a time)."""
+    [B*Lk, Hkv, D] in boxes of 64 of the head dim x 128 query rows / 64 keys (pages: q the step's Lq
+    rows, k, v the pools, in boxes of a page), 384 threads a block; `overlap`: tile j's Q K^T with
+    tile j-1's P V (else one tile at a time)."""
     from .cuda_matmul import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _kernel90a, tensor_map
-    maps = [tensor_map(a, CU_TENSOR_MAP_FLOAT16, (D, H, B * L), (2 * D, 2 * H * D), (64, 1, rows),
+    cu, lens, tables, ps, max_pages, n_pages = paged or (0, 0, 0, 64, 0, 0)
+    kv_rows, q_rows = (n_pages * ps, Lq) if paged else (B * Lk, B * Lq)
+    maps = [tensor_map(a, CU_TENSOR_MAP_FLOAT16, (D, H, rows), (2 * D, 2 * H * D), (64, 1, box),
                        CU_TENSOR_MAP_SWIZZLE_128B)
-            for a, H, L, rows in ((qp, Hq, Lq, 128), (kp, Hkv, Lk, 64), (vp, Hkv, Lk, 64))]
-    fn = _kernel90a("flash_attn_wgmma.cu", "flash_attn_fwd_wgmma", "128s128s128sPiiiifi",
-                    {"HEAD_DIM": D, "STAGES": stages, "OVERLAP": int(overlap)})
+            for a, H, rows, box in ((qp, Hq, q_rows, 128), (kp, Hkv, kv_rows, ps), (vp, Hkv, kv_rows, ps))]
+    fn = _kernel90a("flash_attn_wgmma.cu", "flash_attn_fwd_wgmma", "128s128s128sPiiiifiPPPii",
+                    {"HEAD_DIM": D, "STAGES": stages, "OVERLAP": int(overlap), "PAGED": int(paged is not None)})
     smem = 256 * D + 3 * stages * 128 * D + 8 * (1 + 5 * stages) + 1024   # Q, the K / V / V^T ring, mbarriers
     set_smem(fn, smem)
     launch(fn, ((Lq + 127) // 128, Hq, B), (384,), stream, *maps, op, np.int32(Lq), np.int32(Lk), np.int32(Hq),
-           np.int32(Hkv), np.float32(scale * math.log2(math.e)), np.int32(causal), shared=smem)
+           np.int32(Hkv), np.float32(scale * math.log2(math.e)), np.int32(causal), np.uintp(cu), np.uintp(lens),
+           np.uintp(tables), np.int32(ps), np.int32(max_pages), shared=smem)
 
 
 def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
                  scale: float | None = None, causal: bool = True, stream=None, version: int | None = None,
                  config: dict | None = None, paged: tuple | None = None) -> None:
     """The launch behind `flash_attention`, on device addresses of contiguous f16 q, k, v and f32 out.
-    `paged` = (cu_seqlens, seq_lens, page_tables, page_size, max_pages), device addresses and ints:
-    q/out are a step's Lq rows of B sequences and k, v the f16 page pools (the kernels' PAGED mode)."""
+    `paged` = (cu_seqlens, seq_lens, page_tables, page_size, max_pages, n_pages), device addresses
+    and ints: q/out are a step's Lq rows of B sequences and k, v the f16 page pools of n_pages pages
+    (the kernels' PAGED mode)."""
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not _SMS:
         _SMS.append(device_info()["sms"])
@@ -119,18 +124,19 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
     version = cfg.pop("version") if version is None else version
     cfg.pop("version", None)
     if version == 4:
-        if paged is not None or D not in (64, 128):
-            raise ShapeError(f"flash attention version 4 takes dense K/V and a head dim of 64 or 128, got "
-                             f"{'pages' if paged is not None else 'dense'}, head dim {D}")
+        if D not in (64, 128) or (paged is not None and (paged[3] not in (8, 16, 32, 64) or len(paged) < 6)):
+            raise ShapeError(f"flash attention version 4 takes a head dim of 64 or 128 and pages of 8, 16, 32 or "
+                             f"64 rows (their count given), got head dim {D}"
+                             + (f", pages of {paged[3]}" if paged is not None else ""))
         _flash4_launch(qp, kp, vp, op, B, Lq, Lk, Hq, Hkv, D, scale, causal, stream, cfg.get("STAGES", 3),
-                       cfg.get("OVERLAP", 1))
+                       cfg.get("OVERLAP", 1), paged)
         return
     if paged is not None and not (version in (2, 3) and flash_head_dim_ok(D)):
         raise ShapeError(f"attention over pages needs flash version 2 or 3 and a head dim they take, got "
                          f"version {version}, head dim {D}")
     if version in (2, 3) and flash_head_dim_ok(D):
         cfg["HEAD_DIM"] = D
-        cu, lens, tables, ps, max_pages = paged or (0, 0, 0, 1, 0)
+        cu, lens, tables, ps, max_pages = paged[:5] if paged else (0, 0, 0, 1, 0)
         if paged is not None:
             cfg["PAGED"] = 1
         args = (qp, kp, vp, op, np.int32(Lq), np.int32(Lk), np.int32(Hq), np.int32(Hkv),
@@ -492,7 +498,7 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
         q16 = ws.take(N * Hq * D * 2)
         cast_or_copy("F32", ptr(q, "q"), q16, N * Hq * D, stream)
         flash_launch(q16, kp, vp, ptr(out, "out"), B, N, max_len, Hq, Hkv, D, scale, True, stream,
-                     paged=(ptr(cu_seqlens, "cu_seqlens"), ptr(seq_lens, "seq_lens"), tp, ps, max_pages))
+                     paged=(ptr(cu_seqlens, "cu_seqlens"), ptr(seq_lens, "seq_lens"), tp, ps, max_pages, P))
         return out
     # other head dims: sequence by sequence, from their lengths read back (never in a captured step)
     cu, lens = _host_ints(cu_seqlens), _host_ints(seq_lens)
