@@ -778,6 +778,8 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
     parts = [(_p(w), N), (w1, n1), (w3, n3)]
     # version 7 reads gate and up as two boxes of one tile, so the pair's parts need not be whole tiles
     if c["V"] == 7 and not _tma_fits(_p(x), parts if w2 is None else [(a, 0) for a, _ in parts]):
+        if keys.get("V") == 7:              # asked for: its scratch was sized for it
+            raise ShapeError("version 7 needs 16-byte aligned x and weights, and cat parts of whole 128-row tiles")
         c = q8_gemm_config(M, N if w2 is not None else rows, K, **dict(keys, V=6))
     defines = dict(BT=c["BT"], SK=c["SK"], STAGES=c["STAGES"], LATE=c["LATE"], CAT=int(rows > N))
     smem = q8_gemm_smem(c)
