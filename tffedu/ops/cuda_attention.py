@@ -125,9 +125,9 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
     cfg.pop("version", None)
     if version == 4:
         if D not in (64, 128) or (paged is not None and (paged[3] not in (8, 16, 32, 64) or len(paged) < 6)):
-            raise ShapeError(f"flash attention version 4 takes a head dim of 64 or 128 and pages of 8, 16, 32 or "
-                             f"64 rows (their count given), got head dim {D}"
-                             + (f", pages of {paged[3]}" if paged is not None else ""))
+            raise ShapeError(f"flash attention version 4 takes head dims 64 and 128, and pages of 8, 16, 32 or 64 "
+                             f"rows (with the pool's page count), got head dim {D}"
+                             + (f", pages {paged[3:]}" if paged is not None else ""))
         _flash4_launch(qp, kp, vp, op, B, Lq, Lk, Hq, Hkv, D, scale, causal, stream, cfg.get("STAGES", 3),
                        cfg.get("OVERLAP", 1), paged)
         return
