@@ -19,6 +19,7 @@ import pathlib
 import re
 import struct
 import time
+import weakref
 
 import numpy as np
 
@@ -32,7 +33,7 @@ __all__ = ['CU_FUNC_NUM_REGS', 'CU_FUNC_MAX_DYNAMIC_SHARED', 'PDL', 'WS_ALIGN', 
            'qk_pair_launch', 'add', 'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
 
 # %% ../../notebooks/10_cuda_basics.ipynb #8185bb4d
-from ..device import cuda_context as context, cuda_driver as _drv
+from ..device import cuda_context as context, cuda_driver as _drv, on_cuda_exit
 
 
 @functools.cache
@@ -209,6 +210,15 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 20) -> float:
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 # %% ../../notebooks/10_cuda_basics.ipynb #87a6ba8c
+_GRAPHS = weakref.WeakSet()       # every live CudaGraph: destroyed at exit while the context still exists
+
+
+@on_cuda_exit
+def _destroy_graphs():
+    for g in list(_GRAPHS):
+        g.close()
+
+
 class CudaGraph:
     """The launches `fn()` makes on `stream` (a non-default PyCUDA Stream), captured once into a
     CUDA graph; `replay()` submits them all with one call (cuStreamBeginCapture /
@@ -228,6 +238,7 @@ class CudaGraph:
             rc = lib.cuStreamEndCapture(self._h, ctypes.byref(self.graph))
         _ok(rc, "cuStreamEndCapture")
         _ok(lib.cuGraphInstantiateWithFlags(ctypes.byref(self.exec_), self.graph, 0), "cuGraphInstantiate")
+        _GRAPHS.add(self)
 
     @property
     def n_nodes(self) -> int:
@@ -239,7 +250,9 @@ class CudaGraph:
     def replay(self):
         _ok(self._lib.cuGraphLaunch(self.exec_, self._h), "cuGraphLaunch")
 
-    def __del__(self):
+    def close(self):
+        """Free the graph now. Also done when it is collected, and at exit for the graphs still alive
+        then, before the context goes (whose handles would dangle after it)."""
         try:
             if self.exec_:
                 self._lib.cuGraphExecDestroy(self.exec_)
@@ -247,6 +260,9 @@ class CudaGraph:
                 self._lib.cuGraphDestroy(self.graph)
         except Exception:
             pass
+        self.exec_, self.graph = ctypes.c_void_p(), ctypes.c_void_p()
+
+    __del__ = close
 
 # %% ../../notebooks/10_cuda_basics.ipynb #e9fa63f4
 PDL = os.environ.get("TFFEDU_PDL", "1") != "0"   # launch PDL_READY kernels with PDL (chapter 13)
