@@ -213,3 +213,22 @@ def test_long_prefill_never_holds_the_score_matrix():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < full / 3, (peak, full)
+
+
+def test_a_page_table_naming_no_page_is_refused():
+    """A page id where keys should be that is padding (-1) or past the pool: a KVCacheError naming it,
+    not a wrapped-around read of the last page or an IndexError."""
+    from tffedu.errors import KVCacheError
+    rng = np.random.default_rng(5)
+    c, k, v = scattered_cache(rng, 40, 2, 16, 16)
+    q = rng.standard_normal((3, 4, 16)).astype(np.float32)
+    table = c.page_table("s").copy()
+    for bad in (-1, c.num_pages, 10**6):
+        t = table.copy()
+        t[1] = bad
+        with pytest.raises(KVCacheError, match=f"entry {bad} "):
+            paged_attention(q, c.k[0], c.v[0], t, 40)
+        with pytest.raises(KVCacheError, match=f"entry {bad} "):
+            paged_attention_decode(q[:1], c.k[0], c.v[0], t[None], np.array([40], np.int32))
+    t = np.concatenate([table, [-1, -1]])                     # padding past seq_len is fine
+    np.testing.assert_allclose(paged_attention(q, c.k[0], c.v[0], t, 40), paged_attention(q, c.k[0], c.v[0], table, 40))

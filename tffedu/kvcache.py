@@ -399,6 +399,10 @@ def _gather_pages(pages: np.ndarray, page_table, seq_len: int) -> np.ndarray:
     table = np.asarray(page_table)[:n_pages]
     if len(table) < n_pages:
         raise ShapeError(f"page table has {len(table)} pages, seq_len {seq_len} needs {n_pages}")
+    bad = table[(table < 0) | (table >= len(pages))]
+    if len(bad):                                 # a -1 (padding) or foreign id where keys should be
+        raise KVCacheError(f"page table entry {int(bad[0])} (for positions below {seq_len}) is not one of "
+                           f"the {len(pages)} pages")
     return pages[table].reshape(n_pages * P, *pages.shape[2:])[:seq_len]
 
 
