@@ -54,11 +54,6 @@ __device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t* r) {
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n"
                  ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
-__device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
-                 ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
-                 : "memory");
-}
 __device__ __forceinline__ void bar_sync_producers() { asm volatile("bar.sync 2, 128;\n" ::: "memory"); }
 
 // V tile (keys x head dim, TMA's swizzled slices) -> V^T (head dim x keys: HEAD_DIM rows of 64

@@ -1,6 +1,7 @@
-// wgmma.cuh: Hopper helpers shared by chapter 11's warpgroup-MMA kernels (matmul_wgmma.cu, v5, and
-// matmul_q8_wgmma.cu, v6): cp.async, the proxy fence, wgmma's fences, the shared-memory matrix
-// descriptor, and one wrapper per wgmma shape.  Needs sm_90a.
+// wgmma.cuh: Hopper helpers shared by the warpgroup-MMA kernels (chapter 11's matmul_wgmma.cu, v5,
+// matmul_q8_wgmma.cu, v6, and matmul_q8_tma.cu, v7; chapter 12's flash_attn_wgmma.cu): cp.async, the
+// proxy fence, wgmma's fences, the shared-memory matrix descriptor, one wrapper per wgmma shape,
+// and TMA, mbarriers and setmaxnreg.  Needs sm_90a.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -119,9 +120,9 @@ WGMMA_RA(64, WG_ACC32, WG_D32(0), "{%32, %33, %34, %35}, %36")
 WGMMA_RA(128, WG_ACC64, WG_D64(0), "{%64, %65, %66, %67}, %68")
 WGMMA_RA(256, WG_ACC128, WG_D128(0), "{%128, %129, %130, %131}, %132")
 
-// ---- TMA and mbarriers (version 7) ----------------------------------------------------------------
-// A tensor map (CUtensorMap, written by the host's cuTensorMapEncodeTiled): how TMA finds a 2-D
-// box of a tensor in global memory.  Passed by value as a __grid_constant__ kernel parameter.
+// ---- TMA and mbarriers (version 7; flash attention version 4) ----------------------------------------------------------------
+// A tensor map (CUtensorMap, written by the host's cuTensorMapEncodeTiled): how TMA finds a box of
+// a tensor in global memory.  Passed by value as a __grid_constant__ kernel parameter.
 struct alignas(64) TensorMap { uint64_t opaque[16]; };
 
 // An mbarrier in shared memory: `count` arrivals (plus the bytes announced by expect_tx) complete its
@@ -148,6 +149,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
 __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int c0, int c1, uint64_t* bar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_u32(bar))
                  : "memory");
 }
 // Move registers between warpgroups (all of a warpgroup's threads call it): a producer that only
