@@ -198,15 +198,17 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         const int key0 = j * BN;
         // mask: keys past Lk (a ragged last tile, or the next batch's rows) and, causal, the future
         const bool edge = key0 + BN > Lk || (causal && key0 + BN - 1 > q0 + wg * 64 + w * 16 + offs);
-        auto score = [&](int i) {                              // sc[4c + 0, 1]: row qr; sc[4c + 2, 3]: row qr + 8
+        float sv[BN / 2];                                      // the masked scores (sc stays as it is)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {                     // sc[4c + 0, 1]: row qr; sc[4c + 2, 3]: row qr + 8
             const int key = key0 + 8 * (i >> 2) + 2 * t + (i & 1), q = qr + ((i & 2) ? 8 : 0);
-            return edge && (key >= Lk || (causal && key > q + offs)) ? -INFINITY : sc[i];
-        };
+            sv[i] = edge && (key >= Lk || (causal && key > q + offs)) ? -INFINITY : sc[i];
+        }
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
         for (int c = 0; c < BN / 8; ++c) {
-            mx0 = fmaxf(mx0, fmaxf(score(4 * c), score(4 * c + 1)));
-            mx1 = fmaxf(mx1, fmaxf(score(4 * c + 2), score(4 * c + 3)));
+            mx0 = fmaxf(mx0, fmaxf(sv[4 * c], sv[4 * c + 1]));
+            mx1 = fmaxf(mx1, fmaxf(sv[4 * c + 2], sv[4 * c + 3]));
         }
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
@@ -226,7 +228,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
             for (int e = 0; e < 4; ++e) {                      // (row qr, chunk 2kk), (qr+8, 2kk), (qr, 2kk+1), (qr+8, 2kk+1)
                 const int i = 8 * kk + 2 * e;
                 const float bb = (e & 1) ? b1 : b0;
-                const float p0 = ex2(fmaf(score(i), scale_log2, -bb)), p1 = ex2(fmaf(score(i + 1), scale_log2, -bb));
+                const float p0 = ex2(fmaf(sv[i], scale_log2, -bb)), p1 = ex2(fmaf(sv[i + 1], scale_log2, -bb));
                 (e & 1 ? rs1 : rs0) += p0 + p1;
                 pa[kk][e] = pack_half2(p0, p1);
             }

@@ -62,7 +62,7 @@ def device_arch() -> str:
 @functools.cache
 def libcuda():
     """The CUDA driver (libcuda) through ctypes, with the signatures of the calls we make ourselves:
-    loading cubins, launches with attributes, graphs — what PyCUDA does not expose."""
+    loading cubins, launches with attributes, graphs, TMA tensor maps — what PyCUDA does not expose."""
     context()
     lib = ctypes.CDLL("libcuda.so.1")
     vp, i, sz, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p
@@ -81,7 +81,9 @@ def libcuda():
             "cuGraphLaunch": [vp, vp],
             "cuGraphExecDestroy": [vp],
             "cuGraphDestroy": [vp],
-            "cuGraphGetNodes": [vp, vp, P(sz)]}.items():
+            "cuGraphGetNodes": [vp, vp, P(sz)],
+            "cuTensorMapEncodeTiled": [vp, i, ctypes.c_uint32, vp, P(ctypes.c_uint64), P(ctypes.c_uint64),
+                                       P(ctypes.c_uint32), P(ctypes.c_uint32), i, i, i, i]}.items():
         getattr(lib, name).argtypes = args
     return lib
 
@@ -297,11 +299,11 @@ class Kernel:
     cuLaunchKernelEx. `pdl`: its source declares PDL_READY (it waits for the kernel before it)."""
 
     def __init__(self, module: Module, handle, name: str, pdl: bool):
-        self.module, self.handle, self.name, self.pdl, self.sig = module, handle, name, pdl, None
+        self.module, self.handle, self.name, self.pdl, self.sig, self.codes = module, handle, name, pdl, None, []
 
     def prepare(self, sig: str) -> "Kernel":
         "Argument types as struct codes: P pointer, i int32, l/q int64, f float32, d float64, 128s 128 bytes (a TMA descriptor)."
-        self.sig = sig
+        self.sig, self.codes = sig, re.findall(r"\d*\D", sig)
         return self
 
     def set_attribute(self, attr: int, value: int) -> None:
@@ -315,11 +317,10 @@ class Kernel:
     def launcher(self, grid, block, stream, *args, shared: int = 0):
         """A zero-argument callable making this launch: the arguments packed and the launch described
         once, so a call is one driver call (the hot path of an eager decode step)."""
-        codes = re.findall(r"\d*\D", self.sig or "")
-        if self.sig is None or len(codes) != len(args):
+        if self.sig is None or len(self.codes) != len(args):
             raise ShapeError(f"kernel {self.name} takes arguments {self.sig!r}, got {len(args)}")
         try:
-            buf = struct.pack(self.sig, *(int(a) if c == "P" else a for c, a in zip(codes, args)))
+            buf = struct.pack(self.sig, *(int(a) if c == "P" else a for c, a in zip(self.codes, args)))
         except (struct.error, TypeError) as e:
             raise ShapeError(f"kernel {self.name}: arguments do not fit its types {self.sig!r}: {e}") from e
         params, size = ctypes.create_string_buffer(buf, max(1, len(buf))), ctypes.c_size_t(len(buf))

@@ -729,15 +729,12 @@ def tensor_map(addr: int, dtype: int, dims: tuple, strides: tuple, box: tuple, s
     tensor at device address `addr`: dims innermost first, in elements; strides: the bytes between
     steps of dims 1, 2, ...; copied in boxes of `box` elements into shared memory, swizzled or not.
     The parts of a box outside the tensor arrive as zeros."""
-    f = libcuda().cuTensorMapEncodeTiled
-    vp, u32, u64, i = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
-    f.argtypes = [vp, i, u32, vp, ctypes.POINTER(u64), ctypes.POINTER(u64), ctypes.POINTER(u32),
-                  ctypes.POINTER(u32), i, i, i, i]
-    n = len(dims)
+    u32, u64, n = ctypes.c_uint32, ctypes.c_uint64, len(dims)
     buf = ctypes.create_string_buffer(128 + 64)
     a = (ctypes.addressof(buf) + 63) & ~63             # the descriptor must be 64-byte aligned
-    _ok(f(a, dtype, n, addr, (u64 * n)(*dims), (u64 * (n - 1))(*strides), (u32 * n)(*box), (u32 * n)(*[1] * n),
-          0, swizzle, 2, 0), f"encoding a TMA tensor map of {dims} elements (boxes {box})")   # L2 promotion 128 B
+    _ok(libcuda().cuTensorMapEncodeTiled(a, dtype, n, addr, (u64 * n)(*dims), (u64 * (n - 1))(*strides),
+                                         (u32 * n)(*box), (u32 * n)(*[1] * n), 0, swizzle, 2, 0),   # L2 promotion 128 B
+        f"encoding a TMA tensor map of {dims} elements (boxes {box})")
     return ctypes.string_at(a, 128)
 
 
