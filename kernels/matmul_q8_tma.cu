@@ -8,8 +8,10 @@
 // are needed and the tensor cores drain at every stage.  Here:
 //   * one producer thread issues the copies, two per 64-k tile: the token tile (a 2-D TMA box of x,
 //     written in the 128-byte swizzle the wgmma descriptor reads) and the weight tile (a box of 128
-//     raw rows x 80 bytes: the 68 bytes of two Q8_0 blocks, rounded up to TMA's 16-byte multiple;
-//     two boxes of 64 rows for a gate | up pair);
+//     raw rows x 80 bytes; two boxes of 64 rows for a gate | up pair).  A tile's two Q8_0 blocks are
+//     68 bytes at byte 68 kt of a row, but TMA starts a box only at a 16-byte aligned address (any
+//     other is an illegal instruction): the box starts at 68 kt rounded down to 16, which is
+//     4 (kt % 4) bytes before the tile, and 80 bytes reach its end even when kt % 4 = 3;
 //   * a stage is one 64-k tile (42 KB at 256 tokens), so 5 to 8 fit: 4 to 7 in flight while one is
 //     computed.  Each stage has a `full` mbarrier (TMA's bytes complete it) and an `empty` one (each
 //     consumer warp arrives when its products of the stage are done): no __syncthreads at all;
@@ -48,6 +50,7 @@
 #define NCONS 256
 static_assert(BT == 16 || BT == 32 || BT == 64 || BT == 128 || BT == 256, "BT is 16, 32, 64, 128 or 256");
 static_assert(STAGES >= 2, "STAGES >= 2");
+static_assert(GROUP % 4 == 0, "GROUP is a multiple of 4: a group (and a split) starts where 68 kt is 16-byte aligned");
 static_assert(X_TILE % 1024 == 0 && W_TILE % 1024 == 0, "stage tiles keep the 1024-byte alignment of the swizzle");
 
 // grid (ceil(M/BT), ceil(N/BW), splits), or ceil(N/64) tiles of N gate rows (PAIR): blocks of one
@@ -94,9 +97,10 @@ matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ Te
                 if (kt >= STAGES) mbar_wait(&empty[s], (kt / STAGES - 1) & 1);   // its last reader is done
                 mbar_expect_tx(&full[s], X_TILE + W_TILE);
                 tma_load_2d(sx + s * X_TILE, &tx, (kt0 + kt) * BK, m0, &full[s]);
-                tma_load_2d(sw + s * W_TILE, tw, (kt0 + kt) * (BK / QK * QBYTES), wr, &full[s]);
+                const int wb = ((kt0 + kt) * (BK / QK * QBYTES)) & ~15;    // 16-byte aligned: 4 (kt % 4) early
+                tma_load_2d(sw + s * W_TILE, tw, wb, wr, &full[s]);
                 if (PAIR)                                       // the up rows: the box's second half
-                    tma_load_2d(sw + s * W_TILE + (BW / 2) * W_BOX, &tw1, (kt0 + kt) * (BK / QK * QBYTES), wr, &full[s]);
+                    tma_load_2d(sw + s * W_TILE + (BW / 2) * W_BOX, &tw1, wb, wr, &full[s]);
             }
         }
         return;                                                 // (no block barrier after this point)
@@ -120,7 +124,7 @@ matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ Te
         for (int u = 0; u < GROUP; ++u) {
             const int s = (kt + u) % STAGES;
             mbar_wait(&full[s], ((kt + u) / STAGES) & 1);
-            const unsigned char* w = sw + s * W_TILE + row * W_BOX;
+            const unsigned char* w = sw + s * W_TILE + row * W_BOX + 4 * (u % 4);   // (kt0 + kt) % 4 == 0
             uint32_t* af = a[u & 1];
             dequant_a(af, w, w + 8 * W_BOX, t);
             const uint64_t db = make_desc(sx + s * X_TILE);

@@ -133,7 +133,8 @@ def test_flash_attention_v4(A, rng, stages, overlap, D, Lq, Lk, causal):
         assert frob(got[b], attention_ref(q[b], k[b], v[b], causal)) < 4e-3, b
     from tffedu.errors import ShapeError
     with pytest.raises(ShapeError, match="version 4"):
-        A.flash_attention(dev(q[..., :32].copy()), dev(k[..., :32].copy()), dev(v[..., :32].copy()), version=4)
+        A.flash_attention(dev(q[..., :32].copy()), dev(k[..., :32].copy()), dev(v[..., :32].copy()), causal=causal,
+                          version=4)
 
 
 @gpu

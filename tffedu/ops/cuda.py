@@ -323,18 +323,23 @@ class Kernel:
             buf = struct.pack(self.sig, *(int(a) if c == "P" else a for c, a in zip(self.codes, args)))
         except (struct.error, TypeError) as e:
             raise ShapeError(f"kernel {self.name}: arguments do not fit its types {self.sig!r}: {e}") from e
-        params, size = ctypes.create_string_buffer(buf, max(1, len(buf))), ctypes.c_size_t(len(buf))
-        extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(params), 2, ctypes.addressof(size), 0)  # BUFFER_POINTER, BUFFER_SIZE, END
+        # kernelParams: one pointer per argument into the packed buffer. (Handed over whole, as
+        # CU_LAUNCH_PARAM_BUFFER_POINTER, the same bytes reached a kernel whose first parameters are
+        # 64-byte aligned TMA descriptors with every later argument read as zero.)
+        params = ctypes.create_string_buffer(buf, max(1, len(buf)))
+        ends = [struct.calcsize("".join(self.codes[:i + 1])) for i in range(len(self.codes))]
+        base = ctypes.addressof(params)
+        ptrs = (ctypes.c_void_p * max(1, len(ends)))(*(base + e - struct.calcsize(c) for e, c in zip(ends, self.codes)))
         cfg = _LaunchConfig(_dim3(grid), _dim3(block), int(shared), None if stream is None else int(stream.handle))
         if self.pdl and PDL and tuple(device_info()["cc"]) >= (9, 0):
             cfg.attrs, cfg.n_attrs = _pdl_attr(), 1
         lib, fn, cfg_p, name = libcuda(), self.handle, ctypes.pointer(cfg), self.name
 
         def run():
-            rc = lib.cuLaunchKernelEx(cfg_p, fn, None, extra)
+            rc = lib.cuLaunchKernelEx(cfg_p, fn, ptrs, None)
             if rc:
                 _ok(rc, f"launching {name}")
-        run.keep = (params, size)                    # the buffers the driver reads at each call
+        run.keep = (params, ptrs)                    # the buffers the driver reads at each call
         return run
 
 

@@ -623,8 +623,8 @@ Q8_GEMM_TILES = {16: dict(SK=256, STAGES=5, LATE=0), 32: dict(SK=256, STAGES=4, 
 Q8_GEMM_CONFIGS = [dict(BT=bt, **t) for bt, t in Q8_GEMM_TILES.items()] + [
     dict(BT=16, SK=256, STAGES=4, LATE=-1), dict(BT=32, SK=256, STAGES=3, LATE=1),
     dict(BT=128, SK=64, STAGES=8, LATE=-1), dict(BT=256, SK=64, STAGES=5, LATE=0)]
-Q8_GEMM_MAX_M = 1024                 # above this the slab path (dequantize + v5) is as fast (bench_q8_gemm)
-Q8_TMA_MIN_M = 1 << 30               # version 7 (TMA + mbarriers) from this many rows (bench_q8_gemm)
+Q8_GEMM_MAX_M = 4096                 # above this the slab path (dequantize + v5); v7 beats it at 2048 by 1.5x
+Q8_TMA_MIN_M = 65                    # version 7 (TMA + mbarriers) from this many rows: the 8B pp512 step 33 -> 19 ms
 Q8_TMA_GROUP = 4                     # version 7's 64-k tiles per group: a K split is whole groups (256 k)
 Q8_GEMM_MIN_M = 5                    # from here v6 beats GEMV v3 (bench_q8_gemm: 8 rows, every shape)
 
@@ -728,7 +728,8 @@ def tensor_map(addr: int, dtype: int, dims: tuple, strides: tuple, box: tuple, s
     """A TMA descriptor (the driver's CUtensorMap, 128 bytes, passed to a kernel by value) of the
     tensor at device address `addr`: dims innermost first, in elements; strides: the bytes between
     steps of dims 1, 2, ...; copied in boxes of `box` elements into shared memory, swizzled or not.
-    The parts of a box outside the tensor arrive as zeros."""
+    The parts of a box outside the tensor arrive as zeros. A box must start at a 16-byte aligned
+    address (its innermost coordinate times the element size): any other is an illegal instruction."""
     u32, u64, n = ctypes.c_uint32, ctypes.c_uint64, len(dims)
     buf = ctypes.create_string_buffer(128 + 64)
     a = (ctypes.addressof(buf) + 63) & ~63             # the descriptor must be 64-byte aligned
