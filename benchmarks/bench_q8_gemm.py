@@ -6,6 +6,7 @@ from CUDA graphs.
     python benchmarks/bench_q8_gemm.py                  # the chapter's table
     python benchmarks/bench_q8_gemm.py --sweep          # + the other tiles and K splits of both
     python benchmarks/bench_q8_gemm.py --batches 16 32 --json out.json
+    python benchmarks/bench_q8_gemm.py --mmq            # + the int8 tensor-core GEMM (q8_mmq)
 Needs an NVIDIA H100/H200 (sm_90), PyCUDA and torch.
 """
 import argparse
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("--batches", type=int, nargs="*")
     ap.add_argument("--json")
     ap.add_argument("--small", action="store_true", help="also Qwen3-0.6B's FFN shapes")
+    ap.add_argument("--mmq", action="store_true", help="also the int8 tensor-core GEMM (q8_mmq)")
     a = ap.parse_args()
     from tffedu.ops import cuda_matmul as cm
     batches = tuple(a.batches or cm.Q8_GEMM_BATCHES)
@@ -41,7 +43,7 @@ def main():
     rows = []
     for M in batches:     # configs per M: only the tiles that are not much wider than M
         cfgs = sweep_configs(M) if a.sweep and M > 1 else ()
-        rows += cm.bench_q8_gemm(batches=(M,), configs=cfgs, reps=5, shapes=SHAPES)
+        rows += cm.bench_q8_gemm(batches=(M,), configs=cfgs, reps=5, shapes=SHAPES, mmq=a.mmq)
     key = lambda r: (r["K"], r["N"], r["M"], r["us"])
     for (K, N, M) in sorted({(r["K"], r["N"], r["M"]) for r in rows}):
         rs = sorted((r for r in rows if (r["K"], r["N"], r["M"]) == (K, N, M)), key=key)
@@ -50,6 +52,7 @@ def main():
             f"{r['name']}: {r['us']:.1f}us {r['gbs']:.0f}GB/s {r['tflops']:.0f}TF" for r in rs[:6]) +
             f"   (best {best['name']})")
         bad = [r for r in rs if r["err"] > 2e-5 * (K / 4096) ** 0.5 and r["name"][:2] in ("v6", "v7")]
+        bad += [r for r in rs if r["name"].startswith("mmq") and r["err"] > 2e-2]   # int8 activations
         if bad:
             print("   !! error", [(r["name"], r["err"]) for r in bad])
     if a.json:

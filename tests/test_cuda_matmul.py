@@ -92,6 +92,15 @@ def test_q8_gemm_rejects_bad_shapes_before_any_gpu_work():
             cm.q8_gemm_launcher(0, 0, 0, M, N, K)
 
 
+def test_q8_mmq_rejects_bad_shapes_before_any_gpu_work():
+    "The int8 tensor-core GEMM's launcher checks M, N, K and the activation type first."
+    for M, N, K in [(0, 10, 256), (4, 0, 256), (4, 10, 0), (4, 10, 96), (4, 10, 300)]:
+        with pytest.raises(ShapeError, match="multiple of 256"):
+            cm.q8_mmq_launcher(0, 0, 0, M, N, K)
+    with pytest.raises(ShapeError, match="F16 or F32"):
+        cm.q8_mmq_launcher(0, 0, 0, 4, 10, 256, x_dtype="BF16")
+
+
 def test_q8_gemm_splits_fill_the_sms_in_whole_waves():
     "The K split: one wave of blocks where the grid is small, never a ragged second wave."
     assert cm.q8_gemm_splits(32, 16, 132) == 4        # 128 blocks, not 160 (two waves)
@@ -570,6 +579,21 @@ def test_q8_tma_takes_only_whole_tiles_of_each_part():
     assert not cm._tma_fits(0, [(256, 256), (512, 100), (768, 64)])
     assert not cm._tma_fits(8, [(256, 128), (256, 0), (256, 0)])          # x misaligned
     assert not cm._tma_fits(0, [(264, 128), (256, 0), (256, 0)])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("M,N,K", [(1, 1, 256), (2, 65, 256), (17, 77, 512), (64, 64, 768), (65, 129, 4096),
+                                   (130, 1001, 1280), (300, 256, 256)])
+def test_q8_mmq(M, N, K):
+    """The int8 tensor-core Q8_0 GEMM (llama.cpp's MMQ idea) computes GEMV v3's sums, checked against
+    q8_0_gemv_dp4a_ref (numpy: the same integer dot products and scales, in float64), from F16 and
+    F32 activations, on odd shapes: partial 64 x 64 tiles, one and many stages."""
+    ga = _ga()
+    x, raw, _ = _q8_inputs(M, N, K, seed=M + 3 * N + K)
+    for dt, xx in (("F16", x), ("F32", x.astype(np.float32))):
+        y = _nan(ga, (M, N))
+        cm.q8_mmq(ga.to_gpu(xx), ga.to_gpu(raw), y, M, N, K, x_dtype=dt)
+        assert cm.relerr(y.get(), cm.q8_0_gemv_dp4a_ref(xx.astype(np.float32), raw, K)) < 1e-5, dt
 
 
 @pytest.mark.gpu

@@ -27,13 +27,14 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'QWEN3_8B_SHAPES', 'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_TILES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M',
            'Q8_TMA_MIN_M', 'Q8_TMA_GROUP', 'Q8_GEMM_MIN_M', 'CU_TENSOR_MAP_UINT8', 'CU_TENSOR_MAP_FLOAT16',
            'CU_TENSOR_MAP_SWIZZLE_NONE', 'CU_TENSOR_MAP_SWIZZLE_128B', 'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES',
-           'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref', 'quantize_act_ref', 'q8_0_gemv_dp4a_ref',
-           'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher', 'hgemm', 'wgmma_available', 'wgemm_smem',
-           'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config', 'q8_0_gemv_launcher', 'persist_blocks',
-           'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm', 'tflops', 'torch_time_ms', 'bench_gemm',
-           'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available', 'q8_gemm_smem', 'q8_tma_stages', 'q8_gemm_tokens',
-           'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes', 'tensor_map', 'q8_gemm_launcher', 'q8_gemm',
-           'bench_q8_gemm', 'matmul', 'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
+           'MMQ_STAGES', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref', 'quantize_act_ref',
+           'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher', 'hgemm',
+           'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
+           'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm',
+           'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available',
+           'q8_gemm_smem', 'q8_tma_stages', 'q8_gemm_tokens', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes',
+           'tensor_map', 'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'q8_mmq_launcher', 'q8_mmq', 'matmul',
+           'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -623,7 +624,7 @@ Q8_GEMM_TILES = {16: dict(SK=256, STAGES=5, LATE=0), 32: dict(SK=256, STAGES=4, 
 Q8_GEMM_CONFIGS = [dict(BT=bt, **t) for bt, t in Q8_GEMM_TILES.items()] + [
     dict(BT=16, SK=256, STAGES=4, LATE=-1), dict(BT=32, SK=256, STAGES=3, LATE=1),
     dict(BT=128, SK=64, STAGES=8, LATE=-1), dict(BT=256, SK=64, STAGES=5, LATE=0)]
-Q8_GEMM_MAX_M = 4096                 # above this the slab path (dequantize + v5); v7 beats it at 2048 by 1.5x
+Q8_GEMM_MAX_M = 4096                 # above this the slab path (dequantize + v5); v7 beats it 1.3-1.8x at 2048
 Q8_TMA_MIN_M = 65                    # version 7 (TMA + mbarriers) from this many rows: the 8B pp512 step 33 -> 19 ms
 Q8_TMA_GROUP = 4                     # version 7's 64-k tiles per group: a K split is whole groups (256 k)
 Q8_GEMM_MIN_M = 5                    # from here v6 beats GEMV v3 (bench_q8_gemm: 8 rows, every shape)
@@ -842,10 +843,11 @@ def _graph_ms(launches, stream, reps: int) -> float:
 
 
 def bench_q8_gemm(shapes=QWEN3_8B_GEMM_SHAPES, batches=Q8_GEMM_BATCHES, reps: int = 10,
-                  configs=(), seed: int = 0) -> list[dict]:
+                  configs=(), seed: int = 0, mmq: bool = False) -> list[dict]:
     """Every way to multiply M tokens by a Q8_0 weight, at each (K, N) and M: GEMV v3 (M <= 8),
     version 6 (its chosen launch, plus `configs`: other BT/SK/STAGES/splits), the slab path it replaces
-    (dequantize to fp16, then v5) and cuBLAS fp16 on fp16 weights (torch, captured the same way).
+    (dequantize to fp16, then v5), with `mmq` the int8 tensor-core GEMM (`q8_mmq`, its activation
+    quantization included), and cuBLAS fp16 on fp16 weights (torch, captured the same way).
     Each is timed as a CUDA graph of launches cycling through copies of the weights past the L2.
     Rows: name, K, N, M, us, tflops, gbs (Q8_0 weight bytes / time; fp16 bytes for cuBLAS), err."""
     import pycuda.driver as drv
@@ -882,6 +884,9 @@ def bench_q8_gemm(shapes=QWEN3_8B_GEMM_SHAPES, batches=Q8_GEMM_BATCHES, reps: in
                     name = f"v{c['V']}" + (" BT{BT} sk{SK} s{STAGES} late{LATE} split{splits}".format(**c) if extra else "")
                     runs.append((name, lambda w_, c=c, part=part: q8_gemm_launcher(xh, w_, y, M, N, K, c, part=part,
                                                                                     stream=stream)))
+            if mmq and M >= 2:
+                xq8 = ga.empty(M * K + M * (K // QK8_0) * 4, np.int8)
+                runs.append(("mmq: int8 mma", lambda w_: q8_mmq_launcher(xh, w_, y, M, N, K, xq=xq8, stream=stream)))
             if M > 8:
                 wh = ga.empty(q8_0_slab_rows(N, K) * K, np.float16)
                 runs.append(("slab: dequant + v5", lambda w_: lambda: q8_0_slab_gemm(xh, w_, y, M, N, K, wh, stream)))
@@ -910,6 +915,47 @@ def bench_q8_gemm(shapes=QWEN3_8B_GEMM_SHAPES, batches=Q8_GEMM_BATCHES, reps: in
             torch.cuda.empty_cache()
         del copies
     return out
+
+# %% ../../notebooks/11_matmul.ipynb #2862593f
+MMQ_STAGES = 3                       # cp.async stages of 8 Q8_0 blocks (36 KB each)
+
+
+def q8_mmq_launcher(x, w, y, M: int, N: int, K: int, xq=None, stream=None, x_dtype: str = "F16"):
+    """A zero-argument callable: x [M, K] (F16 or F32) quantized into int8 blocks (GEMV v3's
+    `quantize_q8_act`), then y f32 [M, N] = x @ dequant(w).T on the int8 tensor cores
+    (matmul_q8_mmq.cu): the sums of `q8_0_gemv_dp4a_ref`. w: raw Q8_0 [N, K/32*34]. `xq`: device
+    scratch of M*K + M*K/8 bytes (the quants, then the scales; allocated and kept when None)."""
+    M, N, K = int(M), int(N), int(K)
+    if K % 256 or K < 256 or M < 1 or N < 1:
+        raise ShapeError(f"the int8 tensor-core GEMM needs M, N >= 1 and K a positive multiple of 256, "
+                         f"got M={M}, N={N}, K={K}")
+    if x_dtype not in ("F16", "F32"):
+        raise ShapeError(f"q8_mmq takes F16 or F32 activations, got {x_dtype}")
+    own = []
+    if xq is None:
+        from tffedu.tensor import I8, Tensor
+        own = [Tensor.empty((M * K + M * (K // QK8_0) * 4,), I8, "cuda")]
+        xq = own[0]
+    qp = _p(xq)
+    dp = qp + M * K                    # the scales after the quants: M*K is a multiple of 256
+    fq = kernel("gemv_q8_0.cu", f"quantize_q8_act_{x_dtype.lower()}", "PPPii")
+    f = kernel("matmul_q8_mmq.cu", "matmul_q8_0_mmq", "PPPPiii", {"STAGES": MMQ_STAGES})
+    smem = MMQ_STAGES * (2 * 64 * 272 + 64 * 8 * 4)     # weight rows, token rows, token scales
+    set_smem(f, smem)
+    quant = fq.launcher((math.ceil(M * K / 256),), (256,), stream, _p(x), qp, dp, np.int32(M), np.int32(K))
+    gemm = f.launcher((math.ceil(N / 64), math.ceil(M / 64)), (128,), stream, _p(w), qp, dp, _p(y),
+                      np.int32(M), np.int32(N), np.int32(K), shared=smem)
+
+    def go():
+        quant()
+        gemm()
+    go.keep = own
+    return go
+
+
+def q8_mmq(x, w, y, M: int, N: int, K: int, xq=None, stream=None, x_dtype: str = "F16"):
+    "Launch the int8 tensor-core Q8_0 GEMM once (see `q8_mmq_launcher`)."
+    q8_mmq_launcher(x, w, y, M, N, K, xq, stream, x_dtype)()
 
 # %% ../../notebooks/11_matmul.ipynb #4503930f
 from ..factory import OPS
