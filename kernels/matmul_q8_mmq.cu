@@ -8,8 +8,8 @@
 // products of 32 quants, and the block's two scales turn them into floats:
 //   y[m, n] = sum over blocks b of  d_w[n, b] * d_x[m, b] * (sum_i q_w[n, b, i] * q_x[m, b, i]),
 // the arithmetic of GEMV v3 (q8_0_gemv_dp4a_ref). The price: every block's int32 results are
-// converted and scaled one by one (three float instructions per product pair), where versions 6
-// and 7 let the tensor cores accumulate in fp32 across the whole of K.
+// converted and scaled one by one (three float instructions for each int32 result), where
+// versions 6 and 7 let the tensor cores accumulate in fp32 across the whole of K.
 //
 // A block of 128 threads computes 64 weight rows x 64 tokens; warp w takes rows 32 (w & 1) .. +32
 // and tokens 32 (w >> 1) .. +32: 2 x 4 tiles of m16n8, 32 fp32 sums per thread. A stage is 8 Q8_0
