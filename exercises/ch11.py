@@ -4,7 +4,7 @@ Write each function, then check it: pytest tests/exercises -k ch11
 (the reference answers are in solutions/ch11.py: look once you have tried)
 """
 import numpy as np
-__all__ = ['tiled_matmul', 'q8_0_gemv', 'dequant_bias_trick']
+__all__ = ['tiled_matmul', 'q8_0_gemv', 'dequant_bias_trick', 'tma_weight_box']
 
 
 def tiled_matmul(a, b, tile=16):
@@ -28,3 +28,11 @@ def dequant_bias_trick(q, d):
     1024 + byte), subtract 1152 in float16 (exactly q), multiply by d in float16. Returns float16
     weights equal, bit for bit, to float16(float32(d) * q)."""
     raise NotImplementedError("ch11: dequant_bias_trick is yours to write")
+
+
+def tma_weight_box(kt):
+    """Exercise 11.4 (easy): version 7's TMA box for 64-k tile `kt` of a Q8_0 weight row. The tile's
+    two blocks are the 68 bytes at byte 68 kt; TMA starts a box only at a 16-byte aligned byte, and
+    the box is 80 bytes wide. Return (start, offset): the box's first byte (a multiple of 16, at or
+    before the tile, the box reaching the tile's last byte) and where the tile begins inside it."""
+    raise NotImplementedError("ch11: tma_weight_box is yours to write")

@@ -1,6 +1,8 @@
 """Chapter 11 exercises: a tiled matmul (reference: numpy's float64 product), a Q8_0 GEMV on the
-raw blocks (reference: gguf-py's dequantize, then a float64 product) and version 6's exact
-dequantization (reference: gguf-py's dequantize rounded to float16, bit for bit)."""
+raw blocks (reference: gguf-py's dequantize, then a float64 product), version 6's exact
+dequantization (reference: gguf-py's dequantize rounded to float16, bit for bit), version 7's TMA
+box (checked against TMA's rules: 16-byte aligned start, the whole tile inside 80 bytes) and the
+MMQ product (reference: gguf-py's dequantized weights times the dequantized int8 activations)."""
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -33,6 +35,14 @@ def test_ch11_3_dequant_bias_trick(impl):
     np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
 
 
+def test_ch11_4_tma_weight_box(impl):
+    for kt in range(1000):
+        start, offset = impl.tma_weight_box(kt)
+        assert start % 16 == 0, (kt, start)                                  # TMA's rule
+        assert start <= 68 * kt and 68 * kt + 68 <= start + 80, (kt, start)  # the tile inside the box
+        assert offset == 68 * kt - start, (kt, offset)
+
+
 def _whole_tiles_only(a, b, tile=16):
     M, K = a.shape
     return np.asarray(a[:, :K // tile * tile], np.float32) @ np.asarray(b[:K // tile * tile], np.float32)
@@ -48,6 +58,17 @@ def _no_scale(x, raw, n_rows):
     return (b[..., 2:].copy().view(np.int8).astype(np.float32).reshape(n_rows, -1) * x).sum(-1)
 
 
+def _box_at_tile(kt):        # no rounding: 68 kt is 16-byte aligned only when kt % 4 == 0
+    return 68 * kt, 0
+
+
+def _box_rounded_up(kt):     # aligned, but past the tile's first bytes
+    start = -(-68 * kt // 16) * 16
+    return start, 68 * kt - start
+
+
 WRONG = {"test_ch11_1_tiled_matmul": {"drops-partial-k": {"tiled_matmul": _whole_tiles_only}},
          "test_ch11_2_q8_0_gemv": {"no-scale": {"q8_0_gemv": _no_scale}},
-         "test_ch11_3_dequant_bias_trick": {"bias-1151": {"dequant_bias_trick": _bias_127}}}
+         "test_ch11_3_dequant_bias_trick": {"bias-1151": {"dequant_bias_trick": _bias_127}},
+         "test_ch11_4_tma_weight_box": {"unaligned": {"tma_weight_box": _box_at_tile},
+                                        "rounded-up": {"tma_weight_box": _box_rounded_up}}}
