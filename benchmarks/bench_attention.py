@@ -2,12 +2,13 @@
 """Flash attention prefill against torch SDPA, side by side in one process (issue 13's target):
 causal, Qwen3-8B's heads (32 query, 8 kv, head dim 128), batch 1, at 512 ... 4096 tokens.
 
-    python benchmarks/bench_attention.py [--lengths 512 1024 2048 4096] [--json out.json]
+    python benchmarks/bench_attention.py [--lengths 512 1024 2048 4096] [--json out.json] [--vt0]
 
 Each side is 10 calls captured once in a CUDA graph and replayed (ours: chapter 11's CudaGraph of
 PyCUDA launches; torch: torch.cuda.CUDAGraph), so kernels are compared with kernels. Ours: the
 default (`FLASH` / `FLASH_SMALL`) and version 4 (wgmma + TMA) with 3 and 4 stages, and without
-its overlap of the two products; torch: the
+its overlap of the two products (with --vt0 also version 4 reading V as it lands, no V^T, 4 and 6
+stages: run it last, it has not yet run on a GPU); torch: the
 faster of `enable_gqa=True` and K/V repeated to 32 heads. Every output is checked against torch's
 first (relative Frobenius error). Needs an H100/H200, PyCUDA and torch.
 """
@@ -26,6 +27,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lengths", type=int, nargs="*", default=[512, 1024, 2048, 4096])
     ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--vt0", action="store_true", help="also version 4 without V^T (VT=0)")
     a = ap.parse_args()
     import pycuda.driver as drv
     import pycuda.gpuarray as ga
@@ -66,9 +68,12 @@ def main():
                    torch_ms(lambda: F.scaled_dot_product_attention(tq, tkr, tvr, is_causal=True)))
         qd, kd, vd, od = ga.to_gpu(q), ga.to_gpu(k), ga.to_gpu(v), ga.empty((L, HQ, D), np.float32)
         row = dict(L=L, sdpa_ms=sdpa, sdpa_tflops=flops / sdpa / 1e9)
-        for name, kw in (("default", {}), ("v4 s3", dict(version=4, config={"STAGES": 3})),
-                         ("v4 s4", dict(version=4, config={"STAGES": 4})),
-                         ("v4 s3 no overlap", dict(version=4, config={"STAGES": 3, "OVERLAP": 0}))):
+        runs = [("default", {}), ("v4 s3", dict(version=4, config={"STAGES": 3})),
+                ("v4 s4", dict(version=4, config={"STAGES": 4})),
+                ("v4 s3 no overlap", dict(version=4, config={"STAGES": 3, "OVERLAP": 0}))]
+        if a.vt0:
+            runs += [(f"v4 no V^T s{st}", dict(version=4, config={"STAGES": st, "VT": 0})) for st in (4, 6)]
+        for name, kw in runs:
             call = lambda kw=kw: flash_launch(int(qd.gpudata), int(kd.gpudata), int(vd.gpudata),  # noqa: E731
                                               int(od.gpudata), 1, L, L, HQ, HKV, D, None, True, stream, **kw)
             try:

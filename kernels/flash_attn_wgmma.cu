@@ -17,6 +17,10 @@
 //   * a ring of STAGES (K, V, V^T) tiles with mbarriers: K full/empty, V full (TMA), V^T full/empty;
 //   * OVERLAP: tile j's scores are on the tensor cores together with tile j-1's P V, and tile j's
 //     softmax runs while that P V finishes (FlashAttention-3's overlap within a warpgroup).
+//   * VT = 0 (not yet run on a GPU): no V^T at all.  For 16-bit types wgmma also takes its B operand
+//     MN-major (the instruction's transpose bit), so P V reads V's TMA tile as it lands: the
+//     producer only issues copies, the V slot is freed by the P V that read it, and without the V^T
+//     ring up to 6 stages fit.
 // PAGED = 1: a whole step of many sequences in one launch, as version 3's PAGED mode: Q and O are the
 // step's rows [N, Hq, D] (sequence b owns rows cu[b] .. cu[b+1]), K and V the cache's pages
 // [P, ps, Hkv, D] read through the sequence's row of the page table, one TMA box per page of a tile
@@ -36,6 +40,16 @@
 #endif
 #ifndef PAGED
 #define PAGED 0                       // 1: a step of many sequences over the cache's pages (as version 3's PAGED)
+#endif
+#ifndef VT
+#define VT 1                          // 1: P V reads V^T, transposed by the producer warpgroup; 0: P V reads
+                                      // V's TMA tile as it lands (wgmma's MN-major B: no transpose, no V^T)
+#endif
+#ifndef VT_LBO
+#define VT_LBO KV_SUB                 // VT = 0: the MN-major descriptor's bytes between 64-wide head-dim slices
+#endif
+#ifndef VT_SBO
+#define VT_SBO 1024                   // ... and between groups of 8 keys (one swizzle atom)
 #endif
 #define BM 128                        // query rows per block: 2 consumer warpgroups x 64
 #define BN 64                         // keys per tile: one 128-byte row of V^T
@@ -86,10 +100,11 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     unsigned char* sQ = base;                                  // [DSUB][BM][64]
     unsigned char* sK = sQ + DSUB * Q_SUB;                     // [STAGES][DSUB][BN][64]
     unsigned char* sV = sK + STAGES * KV_TILE;                 // [STAGES][DSUB][BN][64]
-    unsigned char* sVt = sV + STAGES * KV_TILE;                // [STAGES][HEAD_DIM][64]
-    uint64_t* bars = reinterpret_cast<uint64_t*>(sVt + STAGES * KV_TILE);
+    unsigned char* sVt = sV + STAGES * KV_TILE;                // [STAGES][HEAD_DIM][64] (VT = 1)
+    uint64_t* bars = reinterpret_cast<uint64_t*>(sVt + VT * STAGES * KV_TILE);
     uint64_t *qfull = bars, *kfull = bars + 1, *kempty = kfull + STAGES, *vfull = kempty + STAGES,
-             *vtfull = vfull + STAGES, *vtempty = vtfull + STAGES;
+             *vtfull = vfull + STAGES, *vtempty = vtfull + STAGES;   // VT = 0: vtempty frees V's slot
+    uint64_t* vready = VT ? vtfull : vfull;                     // what P V waits for
     const int tid = threadIdx.x;
     const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BM;
@@ -123,8 +138,11 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         const int ptid = tid - NCONS;
         auto issue = [&](int i) {                              // tile i's K and V boxes
             const int s = i % STAGES;
-            if (i >= STAGES) mbar_wait(&kempty[s], (i / STAGES - 1) & 1);
-            fence_proxy_async();                               // V slot s was read by the transpose
+            if (i >= STAGES) {
+                mbar_wait(&kempty[s], (i / STAGES - 1) & 1);
+                if (!VT) mbar_wait(&vtempty[s], (i / STAGES - 1) & 1);   // P V has read V's slot
+            }
+            if (VT) fence_proxy_async();                       // V slot s was read by the transpose
             mbar_expect_tx(&kfull[s], KV_TILE);
             mbar_expect_tx(&vfull[s], KV_TILE);
 #if PAGED
@@ -149,6 +167,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
                 tma_load_3d(sQ + ds * Q_SUB, &tq, ds * 64, h, row0 + q0, qfull);
             for (int i = 0; i < min(STAGES - 1, ntiles); ++i) issue(i);
         }
+#if VT
         for (int j = 0; j < ntiles; ++j) {
             if (ptid == 0 && j + STAGES - 1 < ntiles) issue(j + STAGES - 1);
             __syncwarp();                                      // lane 0 back: ldmatrix / stmatrix are warp-wide
@@ -160,6 +179,10 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
             bar_sync_producers();
             if (ptid == 0) mbar_arrive(&vtfull[s]);
         }
+#else
+        if (ptid == 0)                                         // the rest of the ring, as slots free up
+            for (int i = STAGES - 1; i < ntiles; ++i) issue(i);
+#endif
         return;
     }
 
@@ -186,9 +209,15 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     };
     // queue O += P V_j (P in registers; the caller fences and commits)
     auto values = [&](int j, const uint32_t (*pa)[4]) {
+#if VT
         const uint64_t dv = make_desc(sVt + (j % STAGES) * KV_TILE);
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) WgmmaRA<HEAD_DIM>::run(o, pa[kk], dv + 2 * kk);
+#else
+        const uint64_t dv = make_desc_mn(sV + (j % STAGES) * KV_TILE, VT_LBO, VT_SBO);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) WgmmaRA<HEAD_DIM, 1>::run(o, pa[kk], dv + (16 * 128 >> 4) * kk);
+#endif
     };
     // tile j's scores -> P (pa: wgmma's A fragments) and the running max and sum; returns in c0, c1
     // the factors O must be scaled by.  Neither O nor sc is written: their products may still be
@@ -280,7 +309,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     auto step = [&](int j, uint32_t (*pin)[4], uint32_t (*pout)[4]) {
         const int s = j % STAGES, sp = (j - 1) % STAGES;
         mbar_wait(&kfull[s], (j / STAGES) & 1);
-        mbar_wait(&vtfull[sp], ((j - 1) / STAGES) & 1);
+        mbar_wait(&vready[sp], ((j - 1) / STAGES) & 1);
         wgmma_fence();
         scores(j, sc);
         wgmma_commit();
@@ -301,7 +330,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     }
     auto last = [&](uint32_t (*pl)[4]) {                       // the last tile's P V
         const int sl = (ntiles - 1) % STAGES;
-        mbar_wait(&vtfull[sl], ((ntiles - 1) / STAGES) & 1);
+        mbar_wait(&vready[sl], ((ntiles - 1) / STAGES) & 1);
         wgmma_fence();
         values(ntiles - 1, pl);
         wgmma_commit();
@@ -323,7 +352,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         if (lane == 0) mbar_arrive(&kempty[s]);
         softmax(j, sc, pa, c0, c1);
         rescale(c0, c1);
-        mbar_wait(&vtfull[s], (j / STAGES) & 1);
+        mbar_wait(&vready[s], (j / STAGES) & 1);
         wgmma_fence();
         values(j, pa);
         wgmma_commit();

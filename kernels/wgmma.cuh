@@ -41,6 +41,14 @@ __device__ __forceinline__ uint64_t make_desc(const void* p) {
     const uint64_t a = smem_u32(p);
     return ((a & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
+// The descriptor of an MN-major operand in the same 128-byte swizzle (B stored as K rows of 64
+// contiguous 16-bit elements per 128-byte row, 8 rows an atom, as TMA delivers a box of V: keys x
+// head dim): leading byte offset = bytes between 64-element blocks of N, stride byte offset = bytes
+// between 8-row groups of K.  +128 steps 16 rows of K (one k16).
+__device__ __forceinline__ uint64_t make_desc_mn(const void* p, uint32_t lbo, uint32_t sbo) {
+    const uint64_t a = smem_u32(p);
+    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
 
 // The accumulator operands of a wgmma with n columns: n/2 floats per thread, %0 .. %(n/2 - 1) in the
 // instruction and "+f"(d[0]) .. as constraints.  PTX has no register arrays: every register is named.
@@ -100,25 +108,29 @@ template <> struct WgmmaZero<64> {
 // The same product with A (64 x 16, fp16) in registers: each warp of the warpgroup holds 16 rows as
 // mma.sync's m16n8k16 A fragment (a[0]: row g, k 2t..2t+1; a[1]: row g+8; a[2], a[3]: k + 8), so a
 // kernel can compute A in registers (e.g. dequantize it) and never write it to shared memory.
-template <int N> struct WgmmaRA;
-#define WGMMA_RA(N, ACC, D, A_DESC)                                                                \
-    template <> struct WgmmaRA<N> {                                                                \
+// TB = 1: B is MN-major (stored as K rows of N contiguous elements; `make_desc_mn`), which wgmma
+// takes for 16-bit types only: the instruction's transpose bit.
+template <int N, int TB = 0> struct WgmmaRA;
+#define WGMMA_RA(N, TB, ACC, D, A_DESC)                                                            \
+    template <> struct WgmmaRA<N, TB> {                                                            \
         static __device__ __forceinline__ void run(float* d, const uint32_t* a, uint64_t db) {      \
             asm volatile("{\n"                                                                      \
                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 "                           \
                 "{" ACC "}, "                                                                      \
-                A_DESC ", 1, 1, 1, 0;\n"                                                            \
+                A_DESC ", 1, 1, 1, " #TB ";\n"                                                      \
                 "}\n"                                                                              \
                 : D                                                                                 \
                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)                               \
                 : "memory");                                                                        \
         }                                                                                           \
     };
-WGMMA_RA(16, WG_ACC8, WG_D8(0), "{%8, %9, %10, %11}, %12")
-WGMMA_RA(32, WG_ACC16, WG_D16(0), "{%16, %17, %18, %19}, %20")
-WGMMA_RA(64, WG_ACC32, WG_D32(0), "{%32, %33, %34, %35}, %36")
-WGMMA_RA(128, WG_ACC64, WG_D64(0), "{%64, %65, %66, %67}, %68")
-WGMMA_RA(256, WG_ACC128, WG_D128(0), "{%128, %129, %130, %131}, %132")
+WGMMA_RA(16, 0, WG_ACC8, WG_D8(0), "{%8, %9, %10, %11}, %12")
+WGMMA_RA(32, 0, WG_ACC16, WG_D16(0), "{%16, %17, %18, %19}, %20")
+WGMMA_RA(64, 0, WG_ACC32, WG_D32(0), "{%32, %33, %34, %35}, %36")
+WGMMA_RA(128, 0, WG_ACC64, WG_D64(0), "{%64, %65, %66, %67}, %68")
+WGMMA_RA(256, 0, WG_ACC128, WG_D128(0), "{%128, %129, %130, %131}, %132")
+WGMMA_RA(64, 1, WG_ACC32, WG_D32(0), "{%32, %33, %34, %35}, %36")
+WGMMA_RA(128, 1, WG_ACC64, WG_D64(0), "{%64, %65, %66, %67}, %68")
 
 // ---- TMA and mbarriers (version 7; flash attention version 4) ----------------------------------------------------------------
 // A tensor map (CUtensorMap, written by the host's cuTensorMapEncodeTiled): how TMA finds a box of

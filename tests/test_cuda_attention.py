@@ -111,13 +111,23 @@ def test_flash_attention_kv2_grid_hq(A, rng, cfg, D, Lq, Lk, causal):
         assert frob(got[b], attention_ref(q[b], k[b], v[b], causal)) < 4e-3, b
 
 
+def test_flash_v4_refuses_rings_that_do_not_fit():
+    "Version 4's ring must fit a block's shared memory (fewer stages fit with V^T): a ShapeError first."
+    from tffedu.errors import ShapeError
+    from tffedu.ops.cuda_attention import _flash4_launch
+    for stages, vt in [(5, 1), (7, 0), (1, 0)]:
+        with pytest.raises(ShapeError, match="stages"):
+            _flash4_launch(0, 0, 0, 0, 1, 128, 128, 8, 8, 128, 0.1, True, None, stages, 1, None, vt)
+
+
 @gpu
-@pytest.mark.parametrize("stages,overlap", [(3, 1), (4, 1), (3, 0)])
+@pytest.mark.parametrize("stages,overlap,vt", [(3, 1, 1), (4, 1, 1), (3, 0, 1), (4, 1, 0), (6, 1, 0), (4, 0, 0)])
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("Lq,Lk,causal", CASES + [(1030, 1030, True), (200, 1500, True)])
-def test_flash_attention_v4(A, rng, stages, overlap, D, Lq, Lk, causal):
-    """Version 4 (wgmma, TMA, the V^T transpose in shared memory) on odd shapes, GQA 3:1 and batch 2
-    (a tile of the first sequence reads the next one's rows: masked), against float64."""
+def test_flash_attention_v4(A, rng, stages, overlap, vt, D, Lq, Lk, causal):
+    """Version 4 (wgmma, TMA; V^T transposed in shared memory, or with vt=0 V read MN-major as it
+    lands) on odd shapes, GQA 3:1 and batch 2 (a tile of the first sequence reads the next one's
+    rows: masked), against float64."""
     from tffedu.ops.cuda_matmul import wgmma_available
     if not wgmma_available():
         pytest.skip("version 4 needs an sm_90 GPU")
@@ -127,7 +137,7 @@ def test_flash_attention_v4(A, rng, stages, overlap, D, Lq, Lk, causal):
     v = rng.standard_normal((B, Lk, Hkv, D)).astype(np.float16)
     out = poisoned(q.shape)
     A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=causal, version=4,
-                      config={"STAGES": stages, "OVERLAP": overlap})
+                      config={"STAGES": stages, "OVERLAP": overlap, "VT": vt})
     got = host(out)
     for b in range(B):
         assert frob(got[b], attention_ref(q[b], k[b], v[b], causal)) < 4e-3, b
@@ -138,9 +148,9 @@ def test_flash_attention_v4(A, rng, stages, overlap, D, Lq, Lk, causal):
 
 
 @gpu
-@pytest.mark.parametrize("overlap", [1, 0])
+@pytest.mark.parametrize("overlap,vt", [(1, 1), (0, 1), (1, 0)])
 @pytest.mark.parametrize("ps", [8, 16, 32, 64])
-def test_paged_prefill_v4(monkeypatch, ps, overlap):
+def test_paged_prefill_v4(monkeypatch, ps, overlap, vt):
     """The engine's prefill attention (`paged_attention_varlen`) on version 4's PAGED mode: padded
     steps of several sequences, cached tokens before the new ones, GQA, head dims 64 and 128, one TMA
     box per page; against float64 through the page tables."""
@@ -151,7 +161,7 @@ def test_paged_prefill_v4(monkeypatch, ps, overlap):
     if not wgmma_available():
         pytest.skip("version 4 needs an sm_90 GPU")
     for name in ("FLASH", "FLASH_SMALL"):
-        monkeypatch.setattr(ca, name, {"version": 4, "OVERLAP": overlap})
+        monkeypatch.setattr(ca, name, {"version": 4, "OVERLAP": overlap, "VT": vt})
     for spec, Hq, Hkv, D in [(dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 8, 2, 128),
                              (dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 8, 128),
                              (dict(chunks=[17, 3], starts=[0, 0]), 8, 1, 64)]:
