@@ -8,6 +8,33 @@
 
 #define WARP 32
 
+// ---- shared memory addresses and cp.async (every kernel that stages tiles) ----------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// copy 16 bytes global -> shared without waiting (cp.async.cg: through L2 only); the 3-argument
+// form copies src_bytes of them (0 .. 16) and fills the rest with zeros (rows past a tensor's edge)
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) { cp_async16(smem_u32(dst), src); }
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+    cp_async16(smem_u32(dst), src, src_bytes);
+}
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, int src_bytes) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// this thread's copies but the last N committed groups have landed
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
 // Programmatic dependent launch (PDL, chapter 13). A kernel launched with the PDL attribute may be
 // started while the kernel before it in the stream is still running. pdl_wait() blocks until that
 // kernel has finished and its writes are visible -- so it must come before the first access to

@@ -80,12 +80,6 @@ extern "C" __global__ void attn_naive(const __half* __restrict__ Q, const __half
 // ---------------------------------------------------------------------------------------------
 // v2: flash attention (Dao et al. 2022; the FlashAttention-2 work split) on the tensor cores.
 // ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void ldmatrix_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
     unsigned s = (unsigned)__cvta_generic_to_shared(p);

@@ -196,13 +196,6 @@ PDL_READY(rmsnorm_quantize_q8);
 #define TILE_BYTES (TB * QBYTES)       // 1088
 #define TILE_VEC 70                    // uint4 slots per row and stage (68 + misalignment + slack)
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-    const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // The epilogue of v3 (EPI): 0 writes y; 1 (matmul_add) adds a residual, y = res + x @ w^T, so
 // the block's add kernel disappears; 2 (matmul_swiglu) reads the rows of two matrices, gate = w

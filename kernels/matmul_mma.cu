@@ -15,9 +15,7 @@
 // Requirements (the launcher pads otherwise): K % 8 == 0, x and w 16-byte aligned.
 // y has row stride ldy (>= N), so a launch can fill a column slice of a wider output.
 // Rows/columns beyond M, N and the K tail are zero-filled by cp.async's src-size operand.
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <stdint.h>
+#include "common.cuh"
 
 #ifndef BM
 #define BM 128
@@ -55,16 +53,6 @@ __device__ __forceinline__ int swz(int r, int c) {
     return c ^ (r & 7);           // rows are 128 B: the classic 128-B swizzle
 #endif
 }
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"

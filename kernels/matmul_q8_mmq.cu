@@ -34,14 +34,10 @@
 #define STAGE_BYTES (W_BYTES + X_BYTES + D_BYTES)
 static_assert(W_ROW % 16 == 0 && X_ROW % 16 == 0 && STAGE_BYTES % 16 == 0, "stage rows are whole 16-byte copies");
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(ok ? 16 : 0));
-}
-
 // d[4] (int32, m16n8) = A (16 x 32 int8, 4 registers) @ B (32 x 8 int8, 2 registers), from zero
 __device__ __forceinline__ void mma_s8(int* d, const uint32_t* a, const uint32_t* b) {
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
                  : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(0));
 }
@@ -60,17 +56,19 @@ __device__ __forceinline__ void load_stage(unsigned char* st, const unsigned cha
     const size_t rb = (size_t)(K / QK) * QBYTES;
     for (int i = tid; i < BW * (W_ROW / 16); i += 128) {             // 17 copies per weight row
         const int r = i / (W_ROW / 16), c = i % (W_ROW / 16), n = n0 + r;
-        cp16(st + r * W_ROW + 16 * c, w + (size_t)min(n, N - 1) * rb + (size_t)kb * QBYTES + 16 * c, n < N);
+        cp_async16(st + r * W_ROW + 16 * c, w + (size_t)min(n, N - 1) * rb + (size_t)kb * QBYTES + 16 * c,
+                   n < N ? 16 : 0);
     }
     unsigned char* sx = st + W_BYTES;
     for (int i = tid; i < BT * (SB * QK / 16); i += 128) {           // 16 copies per token row
         const int r = i / (SB * QK / 16), c = i % (SB * QK / 16), m = m0 + r;
-        cp16(sx + r * X_ROW + 16 * c, xq + (size_t)min(m, M - 1) * K + (size_t)kb * QK + 16 * c, m < M);
+        cp_async16(sx + r * X_ROW + 16 * c, xq + (size_t)min(m, M - 1) * K + (size_t)kb * QK + 16 * c,
+                   m < M ? 16 : 0);
     }
     float* sd = reinterpret_cast<float*>(st + W_BYTES + X_BYTES);
     for (int i = tid; i < BT * (SB / 4); i += 128) {                  // 2 copies: a token's 8 scales
         const int r = i / (SB / 4), c = i % (SB / 4), m = m0 + r;
-        cp16(sd + r * SB + 4 * c, xd + (size_t)min(m, M - 1) * (K / QK) + kb + 4 * c, m < M);
+        cp_async16(sd + r * SB + 4 * c, xd + (size_t)min(m, M - 1) * (K / QK) + kb + 4 * c, m < M ? 16 : 0);
     }
 }
 
@@ -96,14 +94,14 @@ matmul_q8_0_mmq(const unsigned char* __restrict__ w, const int8_t* __restrict__ 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < nst) load_stage(smem + s * STAGE_BYTES, w, xq, xd, n0, m0, N, M, K, s * SB, tid);
-        asm volatile("cp.async.commit_group;\n" ::);
+        cp_async_commit();
     }
     for (int ks = 0; ks < nst; ++ks) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(STAGES - 2) : "memory");
+        cp_async_wait<STAGES - 2>();
         __syncthreads();                                             // stage ks landed; ks-1 is free
         const int nx = ks + STAGES - 1;
         if (nx < nst) load_stage(smem + (nx % STAGES) * STAGE_BYTES, w, xq, xd, n0, m0, N, M, K, nx * SB, tid);
-        asm volatile("cp.async.commit_group;\n" ::);
+        cp_async_commit();
         const unsigned char* sw = smem + (ks % STAGES) * STAGE_BYTES;
         const unsigned char* sx = sw + W_BYTES;
         const float* sd = reinterpret_cast<const float*>(sw + W_BYTES + X_BYTES);
@@ -141,7 +139,7 @@ matmul_q8_0_mmq(const unsigned char* __restrict__ w, const int8_t* __restrict__ 
             }
         }
     }
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    cp_async_wait<0>();
     // d[0], d[1]: (row g, tokens 2t, 2t + 1); d[2], d[3]: (row g + 8, the same tokens)
 #pragma unroll
     for (int i = 0; i < 2; ++i)

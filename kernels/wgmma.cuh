@@ -1,27 +1,9 @@
 // wgmma.cuh: Hopper helpers shared by the warpgroup-MMA kernels (chapter 11's matmul_wgmma.cu, v5,
-// matmul_q8_wgmma.cu, v6, and matmul_q8_tma.cu, v7; chapter 12's flash_attn_wgmma.cu): cp.async, the
+// matmul_q8_wgmma.cu, v6, and matmul_q8_tma.cu, v7; chapter 12's flash_attn_wgmma.cu): the
 // proxy fence, wgmma's fences, the shared-memory matrix descriptor, one wrapper per wgmma shape,
 // and TMA, mbarriers and setmaxnreg.  Needs sm_90a.
 #pragma once
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include <stdint.h>
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+#include "common.cuh"                 // smem_u32 and the cp.async helpers
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -40,14 +22,6 @@ __device__ __forceinline__ void fence_reg(uint32_t& r) { asm volatile("" : "+r"(
 __device__ __forceinline__ uint64_t make_desc(const void* p) {
     const uint64_t a = smem_u32(p);
     return ((a & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
-}
-// The descriptor of an MN-major operand in the same 128-byte swizzle (B stored as K rows of 64
-// contiguous 16-bit elements per 128-byte row, 8 rows an atom, as TMA delivers a box of V: keys x
-// head dim): leading byte offset = bytes between 64-element blocks of N, stride byte offset = bytes
-// between 8-row groups of K.  +128 steps 16 rows of K (one k16).
-__device__ __forceinline__ uint64_t make_desc_mn(const void* p, uint32_t lbo, uint32_t sbo) {
-    const uint64_t a = smem_u32(p);
-    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
 
 // The accumulator operands of a wgmma with n columns: n/2 floats per thread, %0 .. %(n/2 - 1) in the
@@ -108,16 +82,16 @@ template <> struct WgmmaZero<64> {
 // The same product with A (64 x 16, fp16) in registers: each warp of the warpgroup holds 16 rows as
 // mma.sync's m16n8k16 A fragment (a[0]: row g, k 2t..2t+1; a[1]: row g+8; a[2], a[3]: k + 8), so a
 // kernel can compute A in registers (e.g. dequantize it) and never write it to shared memory.
-// TB = 1: B is MN-major (stored as K rows of N contiguous elements; `make_desc_mn`), which wgmma
+// TRANS_B = 1: B is MN-major (stored as K rows of N contiguous elements; `make_desc_mn`), which wgmma
 // takes for 16-bit types only: the instruction's transpose bit.
-template <int N, int TB = 0> struct WgmmaRA;
-#define WGMMA_RA(N, TB, ACC, D, A_DESC)                                                            \
-    template <> struct WgmmaRA<N, TB> {                                                            \
+template <int N, int TRANS_B = 0> struct WgmmaRA;
+#define WGMMA_RA(N, TRANS_B, ACC, D, A_DESC)                                                            \
+    template <> struct WgmmaRA<N, TRANS_B> {                                                            \
         static __device__ __forceinline__ void run(float* d, const uint32_t* a, uint64_t db) {      \
             asm volatile("{\n"                                                                      \
                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 "                           \
                 "{" ACC "}, "                                                                      \
-                A_DESC ", 1, 1, 1, " #TB ";\n"                                                      \
+                A_DESC ", 1, 1, 1, " #TRANS_B ";\n"                                                      \
                 "}\n"                                                                              \
                 : D                                                                                 \
                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db)                               \
@@ -131,6 +105,15 @@ WGMMA_RA(128, 0, WG_ACC64, WG_D64(0), "{%64, %65, %66, %67}, %68")
 WGMMA_RA(256, 0, WG_ACC128, WG_D128(0), "{%128, %129, %130, %131}, %132")
 WGMMA_RA(64, 1, WG_ACC32, WG_D32(0), "{%32, %33, %34, %35}, %36")
 WGMMA_RA(128, 1, WG_ACC64, WG_D64(0), "{%64, %65, %66, %67}, %68")
+
+// The descriptor of such an MN-major B in the 128-byte swizzle: K rows of 64 contiguous 16-bit
+// elements (128 bytes), 8 rows an atom, as TMA delivers a box of V (keys x head dim).  Leading byte
+// offset = bytes between 64-element blocks of N, stride byte offset = bytes between 8-row groups
+// of K.  +128 steps 16 rows of K (one k16).
+__device__ __forceinline__ uint64_t make_desc_mn(const void* p, uint32_t lbo, uint32_t sbo) {
+    const uint64_t a = smem_u32(p);
+    return ((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
 
 // ---- TMA and mbarriers (version 7; flash attention version 4) ----------------------------------------------------------------
 // A tensor map (CUtensorMap, written by the host's cuTensorMapEncodeTiled): how TMA finds a box of
