@@ -8,7 +8,8 @@ Each side is 10 calls captured once in a CUDA graph and replayed (ours: chapter 
 PyCUDA launches; torch: torch.cuda.CUDAGraph), so kernels are compared with kernels. Ours: the
 default (`FLASH` / `FLASH_SMALL`) and version 4 (wgmma + TMA) with 3 and 4 stages, and without
 its overlap of the two products (with --vt0 also version 4 reading V as it lands, no V^T, 4 and 6
-stages: run it last, it has not yet run on a GPU); torch: the
+stages, in tiles of 128 keys with 2 and 3 stages, and the consumer warpgroups' ping-pong: run it
+last, it has not yet run on a GPU); torch: the
 faster of `enable_gqa=True` and K/V repeated to 32 heads. Every output is checked against torch's
 first (relative Frobenius error). Needs an H100/H200, PyCUDA and torch.
 """
@@ -27,7 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lengths", type=int, nargs="*", default=[512, 1024, 2048, 4096])
     ap.add_argument("--json", type=pathlib.Path)
-    ap.add_argument("--vt0", action="store_true", help="also version 4 without V^T (VT=0)")
+    ap.add_argument("--vt0", action="store_true", help="also version 4's configurations not yet run on a GPU (VT=0, BN=128, PINGPONG)")
     a = ap.parse_args()
     import pycuda.driver as drv
     import pycuda.gpuarray as ga
@@ -73,6 +74,11 @@ def main():
                 ("v4 s3 no overlap", dict(version=4, config={"STAGES": 3, "OVERLAP": 0}))]
         if a.vt0:
             runs += [(f"v4 no V^T s{st}", dict(version=4, config={"STAGES": st, "VT": 0})) for st in (4, 6)]
+            runs += [(f"v4 no V^T BN128 s{st}", dict(version=4, config={"STAGES": st, "VT": 0, "BN": 128}))
+                     for st in (2, 3)]
+            runs += [("v4 s3 ping-pong", dict(version=4, config={"STAGES": 3, "PINGPONG": 1})),
+                     ("v4 no V^T BN128 s2 ping-pong", dict(version=4, config={"STAGES": 2, "VT": 0, "BN": 128,
+                                                                             "PINGPONG": 1}))]
         for name, kw in runs:
             call = lambda kw=kw: flash_launch(int(qd.gpudata), int(kd.gpudata), int(vd.gpudata),  # noqa: E731
                                               int(od.gpudata), 1, L, L, HQ, HKV, D, None, True, stream, **kw)

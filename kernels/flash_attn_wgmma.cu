@@ -19,8 +19,15 @@
 //     softmax runs while that P V finishes (FlashAttention-3's overlap within a warpgroup).
 //   * VT = 0 (not yet run on a GPU): no V^T at all.  For 16-bit types wgmma also takes its B operand
 //     MN-major (the instruction's transpose bit), so P V reads V's TMA tile as it lands: the
-//     producer only issues copies, the V slot is freed by the P V that read it, and without the V^T
-//     ring up to 6 stages fit.
+//     producer only issues copies (24 registers a thread: the consumers get 240), the V slot is
+//     freed by the P V that read it, and without the V^T ring up to 6 stages fit;
+//   * BN = 128 (VT = 0 only; not yet run): tiles of 128 keys.  An m64n64k16 with both operands in
+//     shared memory reads 4 KB in its 32 cycles, all of shared memory's 128 bytes a cycle; m64n128k16
+//     reads 6 KB in 64.  Per key the tile's fixed costs (barriers, waits, the row max's shuffles,
+//     O's rescale) halve too.  At head dim 128 two or three stages fit;
+//   * PINGPONG = 1 (with OVERLAP; not yet run): the two consumer warpgroups take turns to issue
+//     their products (FlashAttention-3's ping-pong, two named barriers), so that one warpgroup's
+//     softmax runs while the other's products hold the tensor cores, instead of both at once.
 // PAGED = 1: a whole step of many sequences in one launch, as version 3's PAGED mode: Q and O are the
 // step's rows [N, Hq, D] (sequence b owns rows cu[b] .. cu[b+1]), K and V the cache's pages
 // [P, ps, Hkv, D] read through the sequence's row of the page table, one TMA box per page of a tile
@@ -45,6 +52,9 @@
 #define VT 1                          // 1: P V reads V^T, transposed by the producer warpgroup; 0: P V reads
                                       // V's TMA tile as it lands (wgmma's MN-major B: no transpose, no V^T)
 #endif
+#ifndef PINGPONG
+#define PINGPONG 0                    // 1: the consumer warpgroups take turns issuing their products
+#endif
 #ifndef VT_LBO
 #define VT_LBO KV_SUB                 // VT = 0: the MN-major descriptor's bytes between 64-wide head-dim slices
 #endif
@@ -52,13 +62,19 @@
 #define VT_SBO 1024                   // ... and between groups of 8 keys (one swizzle atom)
 #endif
 #define BM 128                        // query rows per block: 2 consumer warpgroups x 64
-#define BN 64                         // keys per tile: one 128-byte row of V^T
+#ifndef BN
+#define BN 64                         // keys per tile: one 128-byte row of V^T; 128 with VT = 0
+#endif
 #define DSUB (HEAD_DIM / 64)          // 64-wide slices of the head dim (one swizzled row each)
 #define Q_SUB (BM * 128)              // bytes of one slice of the Q tile
 #define KV_SUB (BN * 128)             // bytes of one slice of a K or V tile
 #define KV_TILE (DSUB * KV_SUB)       // bytes of a K, V or V^T tile
 #define NCONS 256
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "HEAD_DIM is 64 or 128");
+static_assert(BN == 64 || (BN == 128 && !VT), "BN is 64, or 128 without V^T (a V^T row is 64 keys)");
+static_assert(!PINGPONG || OVERLAP, "the ping-pong orders the overlapped loop's turns");
+#define PRODUCER_REGS (VT ? 64 : 24)  // the transpose needs registers, TMA alone next to none ...
+#define CONSUMER_REGS (VT ? 216 : 240)  // ... and the consumers take the rest: 128 x 64 + 256 x 216 <= 64K
 
 __device__ __forceinline__ void ldsm_x4_trans(uint32_t* r, uint32_t addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -69,6 +85,10 @@ __device__ __forceinline__ void stsm_x4(uint32_t addr, const uint32_t* r) {
                  ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
 __device__ __forceinline__ void bar_sync_producers() { asm volatile("bar.sync 2, 128;\n" ::: "memory"); }
+// The ping-pong's turns: named barrier 3 + wg completes when warpgroup wg waits on it and the
+// other warpgroup has arrived (256 threads): "your turn".
+__device__ __forceinline__ void turn_wait(int wg) { asm volatile("bar.sync %0, 256;\n" ::"r"(3 + wg) : "memory"); }
+__device__ __forceinline__ void turn_pass(int wg) { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - wg) : "memory"); }
 
 // V tile (keys x head dim, TMA's swizzled slices) -> V^T (head dim x keys: HEAD_DIM rows of 64
 // keys, swizzled): 8x8 blocks, four per ldmatrix.trans / stmatrix pair.  Lanes 8m .. 8m+7 name the
@@ -134,7 +154,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     __syncthreads();
 
     if (tid >= NCONS) {                                        // the producer warpgroup
-        regs_dec<64>();                                        // its registers to the consumers
+        regs_dec<PRODUCER_REGS>();                             // its registers to the consumers
         const int ptid = tid - NCONS;
         auto issue = [&](int i) {                              // tile i's K and V boxes
             const int s = i % STAGES;
@@ -186,7 +206,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         return;
     }
 
-    regs_inc<216>();                                           // 128 x 64 + 256 x 216 <= 64K
+    regs_inc<CONSUMER_REGS>();
     const int wg = tid >> 7, w = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int qr = q0 + wg * 64 + w * 16 + g;                  // this thread's query rows: qr, qr + 8
     float o[HEAD_DIM / 2];                                     // O: 64 rows x HEAD_DIM of this warpgroup
@@ -294,10 +314,15 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
 #if OVERLAP
     // FlashAttention-3's overlap within a warpgroup: tile j's scores are computed on the tensor
     // cores while tile j-1's P V is, and its softmax runs while P V finishes
+    // PINGPONG: each warpgroup's turns are the first scores, the ntiles - 1 steps and the last P V;
+    // warpgroup 0 goes first, and warpgroup 1 passes no turn after its last (nobody would take it)
+    if (PINGPONG && wg == 1) turn_pass(1);
     mbar_wait(&kfull[0], 0);
+    if (PINGPONG) turn_wait(wg);
     wgmma_fence();
     scores(0, sc);
     wgmma_commit();
+    if (PINGPONG) turn_pass(wg);
     wgmma_wait<0>();
     fence_s();
     if (lane == 0) mbar_arrive(&kempty[0]);
@@ -310,11 +335,13 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         const int s = j % STAGES, sp = (j - 1) % STAGES;
         mbar_wait(&kfull[s], (j / STAGES) & 1);
         mbar_wait(&vready[sp], ((j - 1) / STAGES) & 1);
+        if (PINGPONG) turn_wait(wg);
         wgmma_fence();
         scores(j, sc);
         wgmma_commit();
         values(j - 1, pin);
         wgmma_commit();
+        if (PINGPONG) turn_pass(wg);
         wgmma_wait<1>();                                       // the scores (the older group) are in
         fence_s();
         if (lane == 0) mbar_arrive(&kempty[s]);
@@ -331,9 +358,11 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     auto last = [&](uint32_t (*pl)[4]) {                       // the last tile's P V
         const int sl = (ntiles - 1) % STAGES;
         mbar_wait(&vready[sl], ((ntiles - 1) / STAGES) & 1);
+        if (PINGPONG) turn_wait(wg);
         wgmma_fence();
         values(ntiles - 1, pl);
         wgmma_commit();
+        if (PINGPONG && wg == 0) turn_pass(wg);
         wgmma_wait<0>();
         fence_o(pl);
         if (lane == 0) mbar_arrive(&vtempty[sl]);

@@ -66,18 +66,22 @@ WGMMA_SS(__nv_bfloat16, "bf16", 256, WG_ACC128, WG_D128(0), "%128, %129")
 #define WG_Z1(i) "=f"(d[i])
 #define WG_Z8(i) WG_Z1(i), WG_Z1(i + 1), WG_Z1(i + 2), WG_Z1(i + 3), WG_Z1(i + 4), WG_Z1(i + 5), WG_Z1(i + 6), WG_Z1(i + 7)
 #define WG_Z32(i) WG_Z8(i), WG_Z8(i + 8), WG_Z8(i + 16), WG_Z8(i + 24)
+#define WG_Z64(i) WG_Z32(i), WG_Z32(i + 32)
 template <int N> struct WgmmaZero;
-template <> struct WgmmaZero<64> {
-    static __device__ __forceinline__ void run(float* d, uint64_t da, uint64_t db) {
-        asm volatile("{\n"
-            "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-            "{" WG_ACC32 "}, %32, %33, 0, 1, 1, 0, 0;\n"
-            "}\n"
-            : WG_Z32(0)
-            : "l"(da), "l"(db)
-            : "memory");
-    }
-};
+#define WGMMA_ZERO(N, ACC, Z, DESC)                                                                 \
+    template <> struct WgmmaZero<N> {                                                               \
+        static __device__ __forceinline__ void run(float* d, uint64_t da, uint64_t db) {            \
+            asm volatile("{\n"                                                                      \
+                "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 "                           \
+                "{" ACC "}, " DESC ", 0, 1, 1, 0, 0;\n"                                              \
+                "}\n"                                                                              \
+                : Z                                                                                 \
+                : "l"(da), "l"(db)                                                                  \
+                : "memory");                                                                        \
+        }                                                                                           \
+    };
+WGMMA_ZERO(64, WG_ACC32, WG_Z32(0), "%32, %33")
+WGMMA_ZERO(128, WG_ACC64, WG_Z64(0), "%64, %65")
 
 // The same product with A (64 x 16, fp16) in registers: each warp of the warpgroup holds 16 rows as
 // mma.sync's m16n8k16 A fragment (a[0]: row g, k 2t..2t+1; a[1]: row g+8; a[2], a[3]: k + 8), so a

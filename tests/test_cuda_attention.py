@@ -112,22 +112,35 @@ def test_flash_attention_kv2_grid_hq(A, rng, cfg, D, Lq, Lk, causal):
 
 
 def test_flash_v4_refuses_rings_that_do_not_fit():
-    "Version 4's ring must fit a block's shared memory (fewer stages fit with V^T): a ShapeError first."
+    """Version 4's ring must fit a block's shared memory (fewer stages fit with V^T, or with tiles of
+    128 keys), and tiles of 128 keys need VT=0: a ShapeError before any GPU work."""
     from tffedu.errors import ShapeError
     from tffedu.ops.cuda_attention import _flash4_launch
-    for stages, vt in [(5, 1), (7, 0), (1, 0)]:
+    for stages, vt, bn in [(5, 1, 64), (7, 0, 64), (1, 0, 64), (4, 0, 128)]:
         with pytest.raises(ShapeError, match="stages"):
-            _flash4_launch(0, 0, 0, 0, 1, 128, 128, 8, 8, 128, 0.1, True, None, stages, 1, None, vt)
+            _flash4_launch(0, 0, 0, 0, 1, 128, 128, 8, 8, 128, 0.1, True, None, stages, 1, None, vt, bn)
+    for vt, bn in [(1, 128), (0, 96), (0, 256)]:
+        with pytest.raises(ShapeError, match="BN"):
+            _flash4_launch(0, 0, 0, 0, 1, 128, 128, 8, 8, 128, 0.1, True, None, 2, 1, None, vt, bn)
+    with pytest.raises(ShapeError, match="PINGPONG"):
+        _flash4_launch(0, 0, 0, 0, 1, 128, 128, 8, 8, 128, 0.1, True, None, 3, 0, None, 1, 64, 1)
+
+
+V4_CONFIGS = [dict(STAGES=3), dict(STAGES=4), dict(STAGES=3, OVERLAP=0), dict(STAGES=3, PINGPONG=1),
+              dict(STAGES=4, VT=0), dict(STAGES=6, VT=0), dict(STAGES=4, VT=0, OVERLAP=0),
+              dict(STAGES=2, VT=0, BN=128), dict(STAGES=3, VT=0, BN=128), dict(STAGES=2, VT=0, BN=128, OVERLAP=0),
+              dict(STAGES=2, VT=0, BN=128, PINGPONG=1)]
 
 
 @gpu
-@pytest.mark.parametrize("stages,overlap,vt", [(3, 1, 1), (4, 1, 1), (3, 0, 1), (4, 1, 0), (6, 1, 0), (4, 0, 0)])
+@pytest.mark.parametrize("cfg", V4_CONFIGS, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
 @pytest.mark.parametrize("D", [64, 128])
 @pytest.mark.parametrize("Lq,Lk,causal", CASES + [(1030, 1030, True), (200, 1500, True)])
-def test_flash_attention_v4(A, rng, stages, overlap, vt, D, Lq, Lk, causal):
-    """Version 4 (wgmma, TMA; V^T transposed in shared memory, or with vt=0 V read MN-major as it
-    lands) on odd shapes, GQA 3:1 and batch 2 (a tile of the first sequence reads the next one's
-    rows: masked), against float64."""
+def test_flash_attention_v4(A, rng, cfg, D, Lq, Lk, causal):
+    """Version 4 (wgmma, TMA; V^T transposed in shared memory, or with VT=0 V read MN-major as it
+    lands, in tiles of 64 or 128 keys; the consumer warpgroups' turns with PINGPONG) on odd shapes,
+    GQA 3:1 and batch 2 (a tile of the first sequence reads the next one's rows: masked), against
+    float64."""
     from tffedu.ops.cuda_matmul import wgmma_available
     if not wgmma_available():
         pytest.skip("version 4 needs an sm_90 GPU")
@@ -137,7 +150,7 @@ def test_flash_attention_v4(A, rng, stages, overlap, vt, D, Lq, Lk, causal):
     v = rng.standard_normal((B, Lk, Hkv, D)).astype(np.float16)
     out = poisoned(q.shape)
     A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=causal, version=4,
-                      config={"STAGES": stages, "OVERLAP": overlap, "VT": vt})
+                      config=cfg)
     got = host(out)
     for b in range(B):
         assert frob(got[b], attention_ref(q[b], k[b], v[b], causal)) < 4e-3, b
@@ -148,9 +161,11 @@ def test_flash_attention_v4(A, rng, stages, overlap, vt, D, Lq, Lk, causal):
 
 
 @gpu
-@pytest.mark.parametrize("overlap,vt", [(1, 1), (0, 1), (1, 0)])
+@pytest.mark.parametrize("cfg", [dict(STAGES=3), dict(STAGES=3, OVERLAP=0), dict(STAGES=3, VT=0),
+                                 dict(STAGES=2, VT=0, BN=128), dict(STAGES=2, VT=0, BN=128, PINGPONG=1)],
+                         ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
 @pytest.mark.parametrize("ps", [8, 16, 32, 64])
-def test_paged_prefill_v4(monkeypatch, ps, overlap, vt):
+def test_paged_prefill_v4(monkeypatch, ps, cfg):
     """The engine's prefill attention (`paged_attention_varlen`) on version 4's PAGED mode: padded
     steps of several sequences, cached tokens before the new ones, GQA, head dims 64 and 128, one TMA
     box per page; against float64 through the page tables."""
@@ -161,7 +176,7 @@ def test_paged_prefill_v4(monkeypatch, ps, overlap, vt):
     if not wgmma_available():
         pytest.skip("version 4 needs an sm_90 GPU")
     for name in ("FLASH", "FLASH_SMALL"):
-        monkeypatch.setattr(ca, name, {"version": 4, "OVERLAP": overlap, "VT": vt})
+        monkeypatch.setattr(ca, name, {"version": 4, **cfg})
     for spec, Hq, Hkv, D in [(dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 8, 2, 128),
                              (dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 8, 128),
                              (dict(chunks=[17, 3], starts=[0, 0]), 8, 1, 64)]:

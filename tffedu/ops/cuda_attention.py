@@ -90,25 +90,31 @@ def flash_head_dim_ok(D: int) -> bool:
 
 def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
                    scale: float, causal: bool, stream, stages: int = 3, overlap: int = 1, paged=None,
-                   vt: int = 1) -> None:
+                   vt: int = 1, bn: int = 64, pingpong: int = 0) -> None:
     """Version 4 (flash_attn_wgmma.cu, sm_90a): TMA tensor maps of q [B*Lq, Hq, D] and k, v
-    [B*Lk, Hkv, D] in boxes of 64 of the head dim x 128 query rows / 64 keys (pages: q the step's Lq
-    rows, k, v the pools, in boxes of a page), 384 threads a block; `overlap`: tile j's Q K^T with
-    tile j-1's P V (else one tile at a time); `vt` = 0: P V reads V as it lands (no V^T, so more
-    stages fit)."""
+    [B*Lk, Hkv, D] in boxes of 64 of the head dim x 128 query rows / `bn` keys (pages: q the step's
+    Lq rows, k, v the pools, in boxes of a page), 384 threads a block; `overlap`: tile j's Q K^T
+    with tile j-1's P V (else one tile at a time); `vt` = 0: P V reads V as it lands (no V^T, so
+    more stages fit), and only then may a tile be `bn` = 128 keys; `pingpong`: the two consumer
+    warpgroups take turns issuing their products (with `overlap`)."""
     from .cuda_matmul import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _kernel90a, tensor_map
-    smem = 256 * D + (2 + bool(vt)) * stages * 128 * D + 8 * (1 + 5 * stages) + 1024   # Q, K / V (/ V^T), mbarriers
+    if bn not in (64, 128) or (bn == 128 and vt):
+        raise ShapeError(f"flash attention version 4 takes tiles of 64 keys, or 128 without V^T (VT=0): got BN={bn}"
+                         f" with VT={int(bool(vt))}")
+    if pingpong and not overlap:
+        raise ShapeError("flash attention version 4's PINGPONG orders the turns of the overlapped loop: it needs OVERLAP=1")
+    smem = 256 * D + (2 + bool(vt)) * stages * 2 * bn * D + 8 * (1 + 5 * stages) + 1024   # Q, K / V (/ V^T), mbarriers
     if smem > 227 * 1024 or stages < 2:
         raise ShapeError(f"flash attention version 4 takes 2 or more stages that fit a block's {227 * 1024} bytes "
-                         f"of shared memory: {stages} stages{'' if vt else ' without V^T'} need {smem}")
-    cu, lens, tables, ps, max_pages, n_pages = paged or (0, 0, 0, 64, 0, 0)
+                         f"of shared memory: {stages} stages of {bn} keys{'' if vt else ' without V^T'} need {smem}")
+    cu, lens, tables, ps, max_pages, n_pages = paged or (0, 0, 0, bn, 0, 0)
     kv_rows, q_rows = (n_pages * ps, Lq) if paged else (B * Lk, B * Lq)
     maps = [tensor_map(a, CU_TENSOR_MAP_FLOAT16, (D, H, rows), (2 * D, 2 * H * D), (64, 1, box),
                        CU_TENSOR_MAP_SWIZZLE_128B)
             for a, H, rows, box in ((qp, Hq, q_rows, 128), (kp, Hkv, kv_rows, ps), (vp, Hkv, kv_rows, ps))]
     fn = _kernel90a("flash_attn_wgmma.cu", "flash_attn_fwd_wgmma", "128s128s128sPiiiifiPPPii",
                     {"HEAD_DIM": D, "STAGES": stages, "OVERLAP": int(overlap), "PAGED": int(paged is not None),
-                     "VT": int(bool(vt))})
+                     "VT": int(bool(vt)), "BN": bn, "PINGPONG": int(bool(pingpong))})
     set_smem(fn, smem)
     launch(fn, ((Lq + 127) // 128, Hq, B), (384,), stream, *maps, op, np.int32(Lq), np.int32(Lk), np.int32(Hq),
            np.int32(Hkv), np.float32(scale * math.log2(math.e)), np.int32(causal), np.uintp(cu), np.uintp(lens),
@@ -135,7 +141,7 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
                              f"rows (with the pool's page count), got head dim {D}"
                              + (f", pages {paged[3:]}" if paged is not None else ""))
         _flash4_launch(qp, kp, vp, op, B, Lq, Lk, Hq, Hkv, D, scale, causal, stream, cfg.get("STAGES", 3),
-                       cfg.get("OVERLAP", 1), paged, cfg.get("VT", 1))
+                       cfg.get("OVERLAP", 1), paged, cfg.get("VT", 1), cfg.get("BN", 64), cfg.get("PINGPONG", 0))
         return
     if paged is not None and not (version in (2, 3) and flash_head_dim_ok(D)):
         raise ShapeError(f"attention over pages needs flash version 2 or 3 and a head dim they take, got "
