@@ -65,6 +65,15 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&h);
 }
 
+// The pool row of position r of a sequence, through its row of the page table (max_pages entries,
+// pages of ps rows, a pool of n_pages pages), or -1 where there is none: a position past the
+// table, or an id outside the pool.  A hostile table then reads zeros, never outside the pages.
+// Chapter 12's paged attention kernels.
+__device__ __forceinline__ long page_row(const int* tab, int r, int ps, int max_pages, int n_pages) {
+    const int pg = r / ps, id = r >= 0 && pg < max_pages ? tab[pg] : -1;
+    return id >= 0 && id < n_pages ? (long)id * ps + r % ps : -1;
+}
+
 // SwiGLU's gate: silu(g) = g * sigmoid(g) (elementwise.cu, and the Q8_0 GEMV's and GEMM's epilogues).
 __device__ __forceinline__ float silu(float g) { return g / (1.f + __expf(-g)); }
 

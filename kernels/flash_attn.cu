@@ -9,6 +9,8 @@
 // its lens[b] tokens); its K and V stay in the cache's pages [P, ps, Hkv, D], read through its row
 // of the page table [B, max_pages].  The grid covers N rows for every b; the blocks past a
 // sequence's rows return at once.  So the launch depends on shapes only (a CUDA graph can hold it).
+// Nothing in the tables is trusted: rows are clamped to the step's N, lengths to the table's
+// max_pages * ps, and a page id outside the pool of n_pages reads zeros (`page_row`).
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -99,14 +101,16 @@ __device__ __forceinline__ void mma16816(float* c, const unsigned* a, unsigned b
 }
 
 // Row r of one head of Q, K or V: rows `stride` halves apart, or (a page table) K/V row r of a
-// sequence at slot tab[r / ps] * ps + r % ps of the page pool.
+// sequence at slot tab[r / ps] * ps + r % ps of the page pool; null where that page is none.
 struct Rows {
     const __half* base;          // row 0's address (the head's offset included)
     int stride;
     const int* tab;              // null: contiguous rows
-    int ps;
+    int ps, max_pages, n_pages;
     __device__ __forceinline__ const __half* row(int r) const {
-        return base + (size_t)(tab ? tab[r / ps] * ps + r % ps : r) * stride;
+        if (!tab) return base + (size_t)r * stride;
+        const long pr = page_row(tab, r, ps, max_pages, n_pages);
+        return pr < 0 ? nullptr : base + (size_t)pr * stride;
     }
 };
 
@@ -116,8 +120,13 @@ __device__ __forceinline__ void load_tile(__half* dst, const Rows& src, int key0
     constexpr int CH = HEAD_DIM / 8;                        // 16-byte chunks per row
     for (int i = threadIdx.x; i < BC * CH; i += NWARPS * 32) {
         const int r = i / CH, c = (i % CH) * 8, key = key0 + r;
+#if PAGED
+        const __half* p = key < Lk ? src.row(key) : nullptr;   // null: no such page
+        cp_async16(dst + r * LDS + c, (p ? p : src.base) + c, p ? 16 : 0);
+#else
         const bool ok = key < Lk;
         cp_async16(dst + r * LDS + c, src.row(ok ? key : 0) + c, ok ? 16 : 0);
+#endif
     }
 }
 
@@ -125,22 +134,22 @@ __device__ __forceinline__ void load_tile(__half* dst, const Rows& src, int key0
 // rows for kv head kvh.  Returns false when the block has no rows of it (PAGED only).
 __device__ __forceinline__ bool block_seq(int b, int q0, int kvh, int Hq, int Hkv, long q_bstride, long kv_bstride,
                                           const __half* K, const __half* V, const int* cu, const int* lens,
-                                          const int* table, int ps, int max_pages,
+                                          const int* table, int ps, int max_pages, int n_pages,
                                           int& Lq, int& Lk, size_t& q_off, Rows& Kr, Rows& Vr) {
     const int kstride = Hkv * HEAD_DIM;
 #if PAGED
-    const int lo = cu[b];
-    Lq = cu[b + 1] - lo;
-    Lk = lens[b];
+    const int lo = min(max(cu[b], 0), Lq), hi = min(max(cu[b + 1], lo), Lq);   // Lq: the step's N rows,
+    Lq = hi - lo;                                                            // Lk: the table's max_pages * ps
+    Lk = min(max(lens[b], 0), Lk);
     q_off = (size_t)lo * Hq * HEAD_DIM;
     const int* tab = table + (size_t)b * max_pages;
-    Kr = Rows{K + (size_t)kvh * HEAD_DIM, kstride, tab, ps};
-    Vr = Rows{V + (size_t)kvh * HEAD_DIM, kstride, tab, ps};
+    Kr = Rows{K + (size_t)kvh * HEAD_DIM, kstride, tab, ps, max_pages, n_pages};
+    Vr = Rows{V + (size_t)kvh * HEAD_DIM, kstride, tab, ps, max_pages, n_pages};
     return q0 < Lq;
 #else
     q_off = (size_t)b * q_bstride;
-    Kr = Rows{K + b * kv_bstride + (size_t)kvh * HEAD_DIM, kstride, nullptr, 1};
-    Vr = Rows{V + b * kv_bstride + (size_t)kvh * HEAD_DIM, kstride, nullptr, 1};
+    Kr = Rows{K + b * kv_bstride + (size_t)kvh * HEAD_DIM, kstride, nullptr, 1, 0, 0};
+    Vr = Rows{V + b * kv_bstride + (size_t)kvh * HEAD_DIM, kstride, nullptr, 1, 0, 0};
     return true;
 #endif
 }
@@ -152,7 +161,7 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32, MINB)
 flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
                out_t* __restrict__ O, int Lq, int Lk, int Hq, int Hkv, float scale_log2, int causal,
                long q_bstride, long kv_bstride, const int* __restrict__ cu, const int* __restrict__ lens,
-               const int* __restrict__ table, int ps, int max_pages) {
+               const int* __restrict__ table, int ps, int max_pages, int n_pages) {
     pdl_wait();
     __shared__ __align__(16) __half sK[BC * LDS];
     __shared__ __align__(16) __half sV[BC * LDS];
@@ -167,7 +176,7 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
     size_t q_off;
     Rows Kb, Vb;
     if (!block_seq(b, q0, kvh, Hq, Hkv, q_bstride, kv_bstride, K, V, cu, lens, table, ps, max_pages,
-                   Lq, Lk, q_off, Kb, Vb))
+                   n_pages, Lq, Lk, q_off, Kb, Vb))
         return;
     const int offs = Lk - Lq;                              // causal: query i sits at position i + offs
     const int qstride = Hq * HEAD_DIM;
@@ -316,8 +325,13 @@ __device__ __forceinline__ void load_rows(__half* dst, const Rows& src, int row0
     constexpr int CH = HEAD_DIM / 8;
     for (int i = threadIdx.x; i < nrows * CH; i += NWARPS * 32) {
         const int r = i / CH, c = (i % CH) * 8, row = row0 + r;
+#if PAGED
+        const __half* p = row < nvalid ? src.row(row) : nullptr;   // null: no such page
+        cp_async16(dst + r * LDS + c, (p ? p : src.base) + c, p ? 16 : 0);
+#else
         const bool ok = row < nvalid;
         cp_async16(dst + r * LDS + c, src.row(ok ? row : 0) + c, ok ? 16 : 0);
+#endif
     }
 }
 
@@ -325,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32, 1)
 flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
                   out_t* __restrict__ O, int Lq, int Lk, int Hq, int Hkv, float scale_log2, int causal,
                   long q_bstride, long kv_bstride, const int* __restrict__ cu, const int* __restrict__ lens,
-                  const int* __restrict__ table, int ps, int max_pages) {
+                  const int* __restrict__ table, int ps, int max_pages, int n_pages) {
     pdl_wait();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half* sQ = reinterpret_cast<__half*>(smem_raw);   // [BR3][LDS]
@@ -342,7 +356,7 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
     size_t q_off;
     Rows Kb, Vb;
     if (!block_seq(b, q0, kvh, Hq, Hkv, q_bstride, kv_bstride, K, V, cu, lens, table, ps, max_pages,
-                   Lq, Lk, q_off, Kb, Vb))
+                   n_pages, Lq, Lk, q_off, Kb, Vb))
         return;
     const int offs = Lk - Lq;
     const int qstride = Hq * HEAD_DIM;

@@ -31,7 +31,8 @@
 // PAGED = 1: a whole step of many sequences in one launch, as version 3's PAGED mode: Q and O are the
 // step's rows [N, Hq, D] (sequence b owns rows cu[b] .. cu[b+1]), K and V the cache's pages
 // [P, ps, Hkv, D] read through the sequence's row of the page table, one TMA box per page of a tile
-// (ps = 8, 16, 32 or 64: whole swizzle atoms); a missing page (-1) arrives as zeros.  HEAD_DIM 64 or 128.
+// (ps = 8, 16, 32 or 64: whole swizzle atoms); a missing page (-1, or an id outside the pool of
+// n_pages) arrives as zeros, rows are clamped to the step's N and lengths to the table.  HEAD_DIM 64 or 128.
 #include "common.cuh"
 #include "wgmma.cuh"
 
@@ -107,12 +108,13 @@ __device__ __forceinline__ void transpose_v(const unsigned char* v, unsigned cha
 
 // grid (ceil(Lq/BM) reversed: the longest causal blocks first, Hq, B), block 384.  tq: Q as
 // (D, Hq, B*Lq) in boxes of (64, 1, BM); tk, tv: K, V as (D, Hkv, B*Lk) in boxes of (64, 1, BN)
-// (PAGED: Q as (D, Hq, N), K and V as (D, Hkv, P*ps) in boxes of (64, 1, ps); Lq, Lk unused).
+// (PAGED: Q as (D, Hq, N), K and V as (D, Hkv, P*ps) in boxes of (64, 1, ps); Lq = N, Lk unused).
 extern "C" __global__ void __launch_bounds__(NCONS + 128, 1)
 flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant__ TensorMap tk,
                      const __grid_constant__ TensorMap tv, float* __restrict__ O, int Lq, int Lk, int Hq,
                      int Hkv, float scale_log2, int causal, const int* __restrict__ cu,
-                     const int* __restrict__ lens, const int* __restrict__ table, int ps, int max_pages)
+                     const int* __restrict__ lens, const int* __restrict__ table, int ps, int max_pages,
+                     int n_pages)
 {
     pdl_wait();                                                // q, the lengths, the tables: earlier kernels' work
     extern __shared__ unsigned char smem_raw[];
@@ -129,9 +131,9 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BM;
 #if PAGED
-    const int row0 = cu[b];                                    // the sequence's first row of the step
-    Lq = cu[b + 1] - row0;
-    Lk = lens[b];
+    const int row0 = min(max(cu[b], 0), Lq);                   // the sequence's first row of the step
+    Lq = min(max(cu[b + 1], row0), Lq) - row0;                 // (Lq: the step's N rows)
+    Lk = min(max(lens[b], 0), max_pages * ps);
     if (q0 >= Lq) return;                                      // (the whole block: no barrier yet)
     const int* tab = table + (size_t)b * max_pages;
 #else
@@ -168,7 +170,7 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
 #if PAGED
             for (int u = 0; u < BN / ps; ++u) {                // one box per page of the tile
                 const int pg = i * BN / ps + u, pid = pg < max_pages ? tab[pg] : -1;
-                const int r = pid < 0 ? -ps : pid * ps;        // no page: a box wholly outside, zeros
+                const int r = pid < 0 || pid >= n_pages ? -ps : pid * ps;   // no page: a box wholly outside, zeros
                 for (int ds = 0; ds < DSUB; ++ds) {
                     tma_load_3d(sK + s * KV_TILE + ds * KV_SUB + u * ps * 128, &tk, ds * 64, kvh, r, &kfull[s]);
                     tma_load_3d(sV + s * KV_TILE + ds * KV_SUB + u * ps * 128, &tv, ds * 64, kvh, r, &vfull[s]);

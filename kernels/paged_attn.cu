@@ -69,7 +69,7 @@ __device__ __forceinline__ void write_out(float* out, size_t i, float v, size_t 
 // slots of a warp merge through shuffles, the warps of the block through shared memory.
 extern "C" __global__ void __launch_bounds__(NWARPS * 32)
 paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
-                  const int* __restrict__ page_table, int max_pages, const int* __restrict__ seq_lens,
+                  const int* __restrict__ page_table, int max_pages, int n_pages, const int* __restrict__ seq_lens,
                   float* __restrict__ part_o, float* __restrict__ part_ml, float* __restrict__ out,
                   int Hkv, int page_size, int split_len, float scale_log2) {
     pdl_wait();
@@ -104,9 +104,9 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
         for (int u = 0; u < UNROLL; u++) {                  // issue every load first
             const int tk = base + u * NSLOT + lane / LPK;
             ok[u] = tk < end;
-            if (ok[u]) {
-                const int page = pt[tk / page_size];
-                const size_t off = (((size_t)page * page_size + tk % page_size) * Hkv + kvh) * HEAD_DIM + d0;
+            const long pr = ok[u] ? page_row(pt, tk, page_size, max_pages, n_pages) : -1;
+            if (pr >= 0) {
+                const size_t off = ((size_t)pr * Hkv + kvh) * HEAD_DIM + d0;
                 kr[u] = *reinterpret_cast<const uint4*>(Kc + off);
                 vr[u] = *reinterpret_cast<const uint4*>(Vc + off);
             } else {
@@ -264,16 +264,17 @@ extern "C" __global__ void kv_store_f32(const float* __restrict__ k, const float
 PDL_READY(kv_store_f32);
 
 // gather_kv: a sequence's first L tokens out of the pages into contiguous f16 [L, Hkv, D]
-// (prefill over a cached prefix: gather, then flash_attn_fwd with Lk = L).
+// (prefill over a cached prefix: gather, then flash_attn_fwd with Lk = L); a token with no page
+// (`page_row`) gathers zeros.
 extern "C" __global__ void gather_kv(const __half* __restrict__ Kc, const __half* __restrict__ Vc,
                                      const int* __restrict__ page_table, __half* __restrict__ k,
-                                     __half* __restrict__ v, int page_size, int row) {
+                                     __half* __restrict__ v, int page_size, int row, int max_pages, int n_pages) {
     pdl_wait();
     const int tk = blockIdx.x;
-    const size_t src = ((size_t)page_table[tk / page_size] * page_size + tk % page_size) * row;
+    const long pr = page_row(page_table, tk, page_size, max_pages, n_pages);
     for (int i = threadIdx.x; i < row; i += blockDim.x) {
-        k[(size_t)tk * row + i] = Kc[src + i];
-        v[(size_t)tk * row + i] = Vc[src + i];
+        k[(size_t)tk * row + i] = pr < 0 ? __float2half(0.f) : Kc[(size_t)pr * row + i];
+        v[(size_t)tk * row + i] = pr < 0 ? __float2half(0.f) : Vc[(size_t)pr * row + i];
     }
 }
 PDL_READY(gather_kv);

@@ -186,6 +186,53 @@ def test_paged_prefill_v4(monkeypatch, ps, cfg):
 
 
 @gpu
+@pytest.mark.parametrize("flash", [None, {"version": 4}, {"version": 4, "VT": 0, "BN": 128, "STAGES": 2}],
+                         ids=["default", "v4", "v4-BN128"])
+@pytest.mark.parametrize("D", [128, 256])
+def test_paged_attention_survives_hostile_tables(monkeypatch, flash, D):
+    """Page ids past the pool, negative or huge, lengths past the table or below 0, and cu_seqlens
+    out of order or past N: a captured step cannot read them back to check them, so the kernels
+    must never read outside the pages or write outside the step. Every call returns finite values
+    (or, where lengths are read back anyway, a ShapeError), and the context still answers a valid
+    batch right afterwards."""
+    from tffedu.errors import ShapeError
+    from tffedu.factory import OPS
+    from tffedu.ops import cuda_attention as ca
+    from tffedu.ops.cuda_matmul import wgmma_available
+    from tests.test_op_contract import host as host_, paged_batch, rel, to_device, varlen_ref
+    if flash is not None:
+        if not wgmma_available() or D != 128:
+            pytest.skip("version 4: an sm_90 GPU, head dim 128")
+        for name in ("FLASH", "FLASH_SMALL"):
+            monkeypatch.setattr(ca, name, flash)
+    varlen = OPS.get("paged_attention_varlen", "cuda")
+    args, _ = paged_batch(chunks=[5, 9], starts=[3, 20], Hq=8, Hkv=2, D=D, page_size=16)
+    P, max_pages = args[3].shape[0], args[6].shape[1]
+    tables = args[6].copy()
+    tables[0, 0], tables[1, 0], tables[1, 1] = P + 5, -7, 2**31 - 1
+    hostile = [(6, tables), (7, np.array([10**9, -5], np.int32)), (7, np.array([2**31 - 1, 2**31 - 1], np.int32)),
+               (8, np.array([0, 10**6, -3], np.int32)), (8, np.array([5, 2, 14], np.int32))]
+    for decode in (False, True):
+        for i, bad in hostile:
+            a = list(args)
+            a[i] = bad
+            if decode:                       # one row per sequence: each sequence's last row
+                rows = np.array([4, 13])
+                a[0], a[1], a[2], a[5], a[9] = (x[rows] for x in (a[0], a[1], a[2], a[5], a[9]))
+                a[8] = np.arange(3, dtype=np.int32) if i != 8 else bad
+            try:
+                got = host_(varlen(*[to_device(x) for x in a], decode=decode))
+            except ShapeError:
+                continue
+            assert np.isfinite(got).all(), (decode, i)
+    got = host_(OPS.get("paged_attention", "cuda")(to_device(args[0][:5]), to_device(args[3]), to_device(args[4]),
+                                                   to_device(tables[0]), 8))
+    assert np.isfinite(got).all()
+    got = host_(varlen(*[to_device(x) for x in args]))       # the context is alive and right
+    assert rel(got, varlen_ref(args, {})[0]) < 3e-3
+
+
+@gpu
 def test_flash_attention_batched_f32_and_scale(A, rng):
     B, L, Hq, Hkv, D = 3, 70, 8, 2, 64
     q = rng.standard_normal((B, L, Hq, D)).astype(np.float32)

@@ -215,6 +215,22 @@ def test_long_prefill_never_holds_the_score_matrix():
     assert peak < full / 3, (peak, full)
 
 
+def test_cu_seqlens_out_of_order_are_refused():
+    """cu_seqlens that fall, start below 0 or end past the step's rows would make numpy slices wrap
+    or come up short: a ShapeError naming them (the GPU kernels clamp them instead: they cannot
+    read them back)."""
+    from tffedu.errors import ShapeError
+    from tffedu.kvcache import paged_attention_varlen
+    from tests.test_op_contract import paged_batch
+    args, _ = paged_batch(chunks=[5, 9], starts=[3, 20], Hq=4, Hkv=2, D=16, page_size=8)
+    for bad in ([0, 10, 5], [-1, 5, 14], [0, 5, 15]):
+        a = list(args)
+        a[8] = np.array(bad, np.int32)
+        with pytest.raises(ShapeError, match="cu_seqlens"):
+            paged_attention_varlen(*a)
+    paged_attention_varlen(*args)                             # the valid batch still runs
+
+
 def test_a_page_table_naming_no_page_is_refused():
     """A page id where keys should be that is padding (-1) or past the pool: a KVCacheError naming it,
     not a wrapped-around read of the last page or an IndexError."""

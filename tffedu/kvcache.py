@@ -511,6 +511,10 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
                          f"{np.shape(seq_lens)} do not describe one batch")
     if decode and N != len(seq_lens):
         raise ShapeError(f"paged_attention_varlen(decode=True): {N} rows for {len(seq_lens)} sequences")
+    cu = np.asarray(cu_seqlens)
+    if len(cu) and (cu[0] < 0 or cu[-1] > N or (np.diff(cu) < 0).any()):
+        raise ShapeError(f"paged_attention_varlen: cu_seqlens must not fall and must stay in [0, N={N}], "
+                         f"got {cu.tolist()[:8]}")
     kv_store(k, v, k_pages, v_pages, slots)               # the KV-cache store: one scatter
     out = np.empty_like(q) if out is None else out
     out[...] = 0                                          # padding rows stay zero

@@ -112,13 +112,13 @@ def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int,
     maps = [tensor_map(a, CU_TENSOR_MAP_FLOAT16, (D, H, rows), (2 * D, 2 * H * D), (64, 1, box),
                        CU_TENSOR_MAP_SWIZZLE_128B)
             for a, H, rows, box in ((qp, Hq, q_rows, 128), (kp, Hkv, kv_rows, ps), (vp, Hkv, kv_rows, ps))]
-    fn = _kernel90a("flash_attn_wgmma.cu", "flash_attn_fwd_wgmma", "128s128s128sPiiiifiPPPii",
+    fn = _kernel90a("flash_attn_wgmma.cu", "flash_attn_fwd_wgmma", "128s128s128sPiiiifiPPPiii",
                     {"HEAD_DIM": D, "STAGES": stages, "OVERLAP": int(overlap), "PAGED": int(paged is not None),
                      "VT": int(bool(vt)), "BN": bn, "PINGPONG": int(bool(pingpong))})
     set_smem(fn, smem)
     launch(fn, ((Lq + 127) // 128, Hq, B), (384,), stream, *maps, op, np.int32(Lq), np.int32(Lk), np.int32(Hq),
            np.int32(Hkv), np.float32(scale * math.log2(math.e)), np.int32(causal), np.uintp(cu), np.uintp(lens),
-           np.uintp(tables), np.int32(ps), np.int32(max_pages), shared=smem)
+           np.uintp(tables), np.int32(ps), np.int32(max_pages), np.int32(n_pages), shared=smem)
 
 
 def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
@@ -148,25 +148,25 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
                          f"version {version}, head dim {D}")
     if version in (2, 3) and flash_head_dim_ok(D):
         cfg["HEAD_DIM"] = D
-        cu, lens, tables, ps, max_pages = paged[:5] if paged else (0, 0, 0, 1, 0)
+        cu, lens, tables, ps, max_pages, n_pages = paged if paged else (0, 0, 0, 1, 0, 0)
         if paged is not None:
             cfg["PAGED"] = 1
         args = (qp, kp, vp, op, np.int32(Lq), np.int32(Lk), np.int32(Hq), np.int32(Hkv),
                 np.float32(scale * math.log2(math.e)), np.int32(causal), np.int64(Lq * Hq * D),
                 np.int64(Lk * Hkv * D), np.uintp(cu), np.uintp(lens), np.uintp(tables), np.int32(ps),
-                np.int32(max_pages))
+                np.int32(max_pages), np.int32(n_pages))
         hq_first = bool(cfg.get("GRID_HQ", 0))
         grid = lambda br: (Hq, (Lq + br - 1) // br, B) if hq_first else ((Lq + br - 1) // br, Hq, B)  # noqa: E731
         if version == 2:
             cfg.pop("KV2", None)
             br = 16 * cfg["NWARPS"]
-            fn = kernel("flash_attn.cu", "flash_attn_fwd", "PPPPiiiifillPPPii", cfg)
+            fn = kernel("flash_attn.cu", "flash_attn_fwd", "PPPPiiiifillPPPiii", cfg)
             launch(fn, grid(br), (32 * cfg["NWARPS"],), stream, *args)
         else:
             cfg.pop("MINB", None)
             br = 32 * cfg["NWARPS"]
             smem = (br + (2 if cfg.get("KV2", 0) else 1) * 2 * cfg["BC"]) * (D + 8) * 2
-            fn = kernel("flash_attn.cu", "flash_attn_fwd_v3", "PPPPiiiifillPPPii", cfg)
+            fn = kernel("flash_attn.cu", "flash_attn_fwd_v3", "PPPPiiiifillPPPiii", cfg)
             if (id(fn), smem) not in _SMEM_SET:
                 set_smem(fn, smem)
                 _SMEM_SET.add((id(fn), smem))
@@ -305,12 +305,12 @@ def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: fl
     ws = Workspace(workspace, workspace_bytes(*_decode_pieces(B, Hq, D, S)))
     part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
     decode_launch(ptr(q, "q"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(page_tables, "page_tables"),
-                  ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps, max_pages, S, split_len,
+                  ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps, max_pages, P, S, split_len,
                   part_o, part_ml, scale, stream, config)
     return out
 
 
-def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, S, split_len, part_o, part_ml,
+def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, n_pages, S, split_len, part_o, part_ml,
                   scale=None, stream=None, config=None, quant: bool = False) -> None:
     """The launches behind `paged_attention_decode` (split kernel, then the merge when S > 1);
     `quant`: the output is written as packed int8 activations (the kernels' QUANT, D % 32 == 0)."""
@@ -318,8 +318,8 @@ def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, S, split
     cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv, **({"QUANT": 1} if quant else {})}
     while cfg["NWARPS"] > 1 and cfg["NWARPS"] * cfg["GROUP"] * (D + 2) * 4 > 48 * 1024:
         cfg["NWARPS"] //= 2                      # the per-warp merge buffers must fit in 48 KB
-    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiPPPPiiif", cfg)
-    launch(fn, (B, Hkv, S), (32 * cfg["NWARPS"],), stream, qp, kp, vp, tp, np.int32(max_pages), lp,
+    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPPPPiiif", cfg)
+    launch(fn, (B, Hkv, S), (32 * cfg["NWARPS"],), stream, qp, kp, vp, tp, np.int32(max_pages), np.int32(n_pages), lp,
            np.uintp(part_o), np.uintp(part_ml), op, np.int32(Hkv), np.int32(ps), np.int32(split_len),
            np.float32(scale * math.log2(math.e)))
     if S > 1:
@@ -384,12 +384,14 @@ def _paged_workspace(q, k_pages, v_pages, page_table, seq_len=0, **attrs) -> int
 
 
 def prefill_launch(qp: int, q_kind: str, kp: int, vp: int, tp: int, op: int, T: int, S: int, Hq: int,
-                   Hkv: int, D: int, ps: int, ws: Workspace, scale=None, stream=None) -> None:
-    "q [T, Hq, D] (the last T positions of a sequence of S tokens) over its pages: gather, then flash."
+                   Hkv: int, D: int, ps: int, max_pages: int, n_pages: int, ws: Workspace, scale=None,
+                   stream=None) -> None:
+    """q [T, Hq, D] (the last T positions of a sequence of S tokens) over its pages (its table of
+    max_pages ids, a pool of n_pages): gather, then flash."""
     q16, k16, v16 = ws.take(T * Hq * D * 2), ws.take(S * Hkv * D * 2), ws.take(S * Hkv * D * 2)
     cast_or_copy(q_kind, qp, q16, T * Hq * D, stream)
-    launch(kernel("paged_attn.cu", "gather_kv", "PPPPPii"), (S,), (256,), stream, kp, vp, tp, k16, v16,
-           np.int32(ps), np.int32(Hkv * D))
+    launch(kernel("paged_attn.cu", "gather_kv", "PPPPPiiii"), (S,), (256,), stream, kp, vp, tp, k16, v16,
+           np.int32(ps), np.int32(Hkv * D), np.int32(max_pages), np.int32(n_pages))
     flash_launch(q16, k16, v16, op, 1, T, S, Hq, Hkv, D, scale, True, stream)
 
 
@@ -409,8 +411,8 @@ def paged_attention(q, k_pages, v_pages, page_table, seq_len: int, scale: float 
     if T:
         ws = Workspace(workspace, workspace_bytes(*_paged_pieces(T, Hq, D, seq_len, Hkv)))
         prefill_launch(ptr(q, "q"), kind(q), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"),
-                       ptr(page_table, "page_table"), ptr(out, "out"), T, seq_len, Hq, Hkv, D, ps, ws, scale,
-                       stream)
+                       ptr(page_table, "page_table"), ptr(out, "out"), T, seq_len, Hq, Hkv, D, ps, npg, P, ws,
+                       scale, stream)
     return out
 
 # %% ../../notebooks/12_attention.ipynb #cd7e21fd
@@ -502,7 +504,7 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
         S, split_len = _varlen_splits(max_len)
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
         decode_launch(ptr(q, "q"), kp, vp, tp, ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps,
-                      max_pages, S, split_len, part_o, part_ml, scale, stream, quant=quant)
+                      max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant)
         return out
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
     if flash_head_dim_ok(D):
@@ -514,6 +516,9 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
         return out
     # other head dims: sequence by sequence, from their lengths read back (never in a captured step)
     cu, lens = _host_ints(cu_seqlens), _host_ints(seq_lens)
+    if cu[0] < 0 or cu[-1] > N or (np.diff(cu) < 0).any():
+        raise ShapeError(f"paged_attention_varlen: cu_seqlens must not fall and must stay in [0, N={N}], "
+                         f"got {cu.tolist()[:8]}")
     qp, op, row = ptr(q, "q"), ptr(out, "out"), Hq * D * 4
     for b in range(B):
         lo, hi, S = int(cu[b]), int(cu[b + 1]), int(lens[b])
@@ -522,5 +527,5 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
                 raise ShapeError(f"paged_attention_varlen: sequence {b} has {hi - lo} rows but seq_len {S}")
             ws.reset()                                   # every sequence reuses the same scratch
             prefill_launch(qp + lo * row, "F32", kp, vp, tp + 4 * b * max_pages, op + lo * row, hi - lo, S,
-                           Hq, Hkv, D, ps, ws, scale, stream)
+                           Hq, Hkv, D, ps, max_pages, P, ws, scale, stream)
     return out
