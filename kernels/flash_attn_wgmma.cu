@@ -20,7 +20,8 @@
 //   * VT = 0 (not yet run on a GPU): no V^T at all.  For 16-bit types wgmma also takes its B operand
 //     MN-major (the instruction's transpose bit), so P V reads V's TMA tile as it lands: the
 //     producer only issues copies (24 registers a thread: the consumers get 240), the V slot is
-//     freed by the P V that read it, and without the V^T ring up to 6 stages fit;
+//     freed by the P V that read it (so the K copies run a tile ahead of the V copies: a K slot is
+//     free a step earlier), and without the V^T ring up to 6 stages fit;
 //   * BN = 128 (VT = 0 only; not yet run): tiles of 128 keys.  An m64n64k16 with both operands in
 //     shared memory reads 4 KB in its 32 cycles, all of shared memory's 128 bytes a cycle; m64n128k16
 //     reads 6 KB in 64.  Per key the tile's fixed costs (barriers, waits, the row max's shuffles,
@@ -158,19 +159,22 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     if (tid >= NCONS) {                                        // the producer warpgroup
         regs_dec<PRODUCER_REGS>();                             // its registers to the consumers
         const int ptid = tid - NCONS;
+#if PAGED
+        auto box_row = [&](int i, int u) {                     // the pool row of box u (one page) of tile i
+            const int pg = i * BN / ps + u, pid = pg < max_pages ? tab[pg] : -1;
+            return pid < 0 || pid >= n_pages ? -ps : pid * ps;   // no page: a box wholly outside, zeros
+        };
+#endif
+#if VT
         auto issue = [&](int i) {                              // tile i's K and V boxes
             const int s = i % STAGES;
-            if (i >= STAGES) {
-                mbar_wait(&kempty[s], (i / STAGES - 1) & 1);
-                if (!VT) mbar_wait(&vtempty[s], (i / STAGES - 1) & 1);   // P V has read V's slot
-            }
-            if (VT) fence_proxy_async();                       // V slot s was read by the transpose
+            if (i >= STAGES) mbar_wait(&kempty[s], (i / STAGES - 1) & 1);
+            fence_proxy_async();                               // V slot s was read by the transpose
             mbar_expect_tx(&kfull[s], KV_TILE);
             mbar_expect_tx(&vfull[s], KV_TILE);
 #if PAGED
             for (int u = 0; u < BN / ps; ++u) {                // one box per page of the tile
-                const int pg = i * BN / ps + u, pid = pg < max_pages ? tab[pg] : -1;
-                const int r = pid < 0 || pid >= n_pages ? -ps : pid * ps;   // no page: a box wholly outside, zeros
+                const int r = box_row(i, u);
                 for (int ds = 0; ds < DSUB; ++ds) {
                     tma_load_3d(sK + s * KV_TILE + ds * KV_SUB + u * ps * 128, &tk, ds * 64, kvh, r, &kfull[s]);
                     tma_load_3d(sV + s * KV_TILE + ds * KV_SUB + u * ps * 128, &tv, ds * 64, kvh, r, &vfull[s]);
@@ -183,11 +187,36 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
             }
 #endif
         };
+#else
+        auto load = [&](int i, const TensorMap* map, unsigned char* dst, uint64_t* full, uint64_t* empty) {
+            const int s = i % STAGES;                          // tile i of K or V, once slot s is free
+            if (i >= STAGES) mbar_wait(&empty[s], (i / STAGES - 1) & 1);
+            mbar_expect_tx(&full[s], KV_TILE);
+#if PAGED
+            for (int u = 0; u < BN / ps; ++u)
+                for (int ds = 0; ds < DSUB; ++ds)
+                    tma_load_3d(dst + s * KV_TILE + ds * KV_SUB + u * ps * 128, map, ds * 64, kvh, box_row(i, u), &full[s]);
+#else
+            for (int ds = 0; ds < DSUB; ++ds)
+                tma_load_3d(dst + s * KV_TILE + ds * KV_SUB, map, ds * 64, kvh, b * Lk + i * BN, &full[s]);
+#endif
+        };
+#endif
         if (ptid == 0) {
             mbar_expect_tx(qfull, DSUB * Q_SUB);
             for (int ds = 0; ds < DSUB; ++ds)
                 tma_load_3d(sQ + ds * Q_SUB, &tq, ds * 64, h, row0 + q0, qfull);
+#if VT
             for (int i = 0; i < min(STAGES - 1, ntiles); ++i) issue(i);
+#else
+            // K of tile i waits only for tile i - STAGES's scores, V for its P V, which ends a step
+            // later: so the K copies run a tile ahead of the V copies, and the next scores never
+            // wait for a P V to free a slot
+            for (int i = 0; i <= ntiles; ++i) {
+                if (i < ntiles) load(i, &tk, sK, kfull, kempty);
+                if (i > 0) load(i - 1, &tv, sV, vfull, vtempty);
+            }
+#endif
         }
 #if VT
         for (int j = 0; j < ntiles; ++j) {
@@ -201,9 +230,6 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
             bar_sync_producers();
             if (ptid == 0) mbar_arrive(&vtfull[s]);
         }
-#else
-        if (ptid == 0)                                         // the rest of the ring, as slots free up
-            for (int i = STAGES - 1; i < ntiles; ++i) issue(i);
 #endif
         return;
     }
