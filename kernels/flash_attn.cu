@@ -79,6 +79,9 @@ extern "C" __global__ void attn_naive(const __half* __restrict__ Q, const __half
     }
 }
 
+// The flash kernels take head dims that are multiples of 16 up to 128 (`flash_head_dim_ok`). A
+// build for another head dim (attn_naive's) leaves them out: their tiles would not even compile.
+#if HEAD_DIM % 16 == 0 && HEAD_DIM <= 128
 // ---------------------------------------------------------------------------------------------
 // v2: flash attention (Dao et al. 2022; the FlashAttention-2 work split) on the tensor cores.
 // ---------------------------------------------------------------------------------------------
@@ -528,3 +531,4 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
     }
 }
 PDL_READY(flash_attn_fwd_v3);
+#endif  // the flash kernels' head dims

@@ -271,22 +271,19 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
     // the factors O must be scaled by.  Neither O nor sc is written: their products may still be
     // in flight (ptxas serializes every wgmma when an instruction redefines registers a wgmma of
     // the same stage reads: C7513).
-    auto softmax = [&](int j, const float* sc, uint32_t (*pa)[4], float& c0, float& c1) {
-        const int key0 = j * BN;
-        // mask: keys past Lk (a ragged last tile, or the next batch's rows) and, causal, the future
-        const bool edge = key0 + BN > Lk || (causal && key0 + BN - 1 > q0 + wg * 64 + w * 16 + offs);
-        float sv[BN / 2];                                      // the masked scores (sc stays as it is)
+    auto softmax_of = [&](const float* s, uint32_t (*pa)[4], float& c0, float& c1) {
+        // row maxima and sums in 4 partial chains each: one long chain of dependent fmaxf / adds
+        // would leave the warp waiting on each instruction's latency
+        float mx[2][4], rs[2][4];                              // [row qr, qr + 8][partial]
 #pragma unroll
-        for (int i = 0; i < BN / 2; ++i) {                     // sc[4c + 0, 1]: row qr; sc[4c + 2, 3]: row qr + 8
-            const int key = key0 + 8 * (i >> 2) + 2 * t + (i & 1), q = qr + ((i & 2) ? 8 : 0);
-            sv[i] = edge && (key >= Lk || (causal && key > q + offs)) ? -INFINITY : sc[i];
-        }
-        float mx0 = -INFINITY, mx1 = -INFINITY;
+        for (int p = 0; p < 4; ++p) mx[0][p] = mx[1][p] = -INFINITY, rs[0][p] = rs[1][p] = 0.f;
 #pragma unroll
-        for (int c = 0; c < BN / 8; ++c) {
-            mx0 = fmaxf(mx0, fmaxf(sv[4 * c], sv[4 * c + 1]));
-            mx1 = fmaxf(mx1, fmaxf(sv[4 * c + 2], sv[4 * c + 3]));
+        for (int c = 0; c < BN / 8; ++c) {                     // s[4c + 0, 1]: row qr; s[4c + 2, 3]: row qr + 8
+            mx[0][c % 4] = fmaxf(mx[0][c % 4], fmaxf(s[4 * c], s[4 * c + 1]));
+            mx[1][c % 4] = fmaxf(mx[1][c % 4], fmaxf(s[4 * c + 2], s[4 * c + 3]));
         }
+        float mx0 = fmaxf(fmaxf(mx[0][0], mx[0][1]), fmaxf(mx[0][2], mx[0][3]));
+        float mx1 = fmaxf(fmaxf(mx[1][0], mx[1][1]), fmaxf(mx[1][2], mx[1][3]));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
@@ -297,7 +294,6 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
         c1 = ex2(m1 - b1);
         m0 = mn0;
         m1 = mn1;
-        float rs0 = 0.f, rs1 = 0.f;
         // k16 slice kk of P holds keys 16kk .. 16kk+15: S's n8 chunks 2kk and 2kk+1
 #pragma unroll
         for (int kk = 0; kk < BN / 16; ++kk) {
@@ -305,13 +301,30 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
             for (int e = 0; e < 4; ++e) {                      // (row qr, chunk 2kk), (qr+8, 2kk), (qr, 2kk+1), (qr+8, 2kk+1)
                 const int i = 8 * kk + 2 * e;
                 const float bb = (e & 1) ? b1 : b0;
-                const float p0 = ex2(fmaf(sv[i], scale_log2, -bb)), p1 = ex2(fmaf(sv[i + 1], scale_log2, -bb));
-                (e & 1 ? rs1 : rs0) += p0 + p1;
+                const float p0 = ex2(fmaf(s[i], scale_log2, -bb)), p1 = ex2(fmaf(s[i + 1], scale_log2, -bb));
+                rs[e & 1][(2 * kk + (e >> 1)) % 4] += p0 + p1;
                 pa[kk][e] = pack_half2(p0, p1);
             }
         }
-        l0 = l0 * c0 + rs0;
-        l1 = l1 * c1 + rs1;
+        l0 = l0 * c0 + ((rs[0][0] + rs[0][1]) + (rs[0][2] + rs[0][3]));
+        l1 = l1 * c1 + ((rs[1][0] + rs[1][1]) + (rs[1][2] + rs[1][3]));
+    };
+    auto softmax = [&](int j, const float* sc, uint32_t (*pa)[4], float& c0, float& c1) {
+        const int key0 = j * BN;
+        // mask: keys past Lk (a ragged last tile, or the next batch's rows) and, causal, the future;
+        // only a tile that crosses one of them needs it (one branch for the tile, none per score)
+        const bool edge = key0 + BN > Lk || (causal && key0 + BN - 1 > q0 + wg * 64 + w * 16 + offs);
+        if (!edge) {
+            softmax_of(sc, pa, c0, c1);
+            return;
+        }
+        float sv[BN / 2];                                      // the masked scores (sc stays as it is)
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) {                     // sc[4c + 0, 1]: row qr; sc[4c + 2, 3]: row qr + 8
+            const int key = key0 + 8 * (i >> 2) + 2 * t + (i & 1), q = qr + ((i & 2) ? 8 : 0);
+            sv[i] = (key >= Lk) | ((causal != 0) & (key > q + offs)) ? -INFINITY : sc[i];
+        }
+        softmax_of(sv, pa, c0, c1);
     };
     auto rescale = [&](float c0, float c1) {
 #pragma unroll

@@ -175,7 +175,7 @@ def test_paged_prefill_v4(monkeypatch, ps, cfg):
     from tests.test_op_contract import host as host_, paged_batch, rel, to_device, varlen_ref
     if not wgmma_available():
         pytest.skip("version 4 needs an sm_90 GPU")
-    for name in ("FLASH", "FLASH_SMALL"):
+    for name in ("FLASH", "FLASH_SMALL", "FLASH_HOPPER"):
         monkeypatch.setattr(ca, name, {"version": 4, **cfg})
     for spec, Hq, Hkv, D in [(dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 8, 2, 128),
                              (dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 8, 128),
@@ -186,8 +186,25 @@ def test_paged_prefill_v4(monkeypatch, ps, cfg):
 
 
 @gpu
+@pytest.mark.parametrize("ps", [1, 16, 32])
+def test_paged_prefill_v2_v3(monkeypatch, ps):
+    """The engine's prefill attention with `FLASH_HOPPER` off: versions 2 / 3 in their PAGED mode, the
+    path of every GPU but an sm_90 one (and of other head dims), against float64."""
+    from tffedu.factory import OPS
+    from tffedu.ops import cuda_attention as ca
+    from tests.test_op_contract import host as host_, paged_batch, rel, to_device, varlen_ref
+    monkeypatch.setattr(ca, "FLASH_HOPPER", None)
+    for spec, Hq, Hkv, D in [(dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 8, 2, 128),
+                             (dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 8, 128),
+                             (dict(chunks=[17, 3], starts=[0, 0]), 8, 1, 64)]:
+        args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)
+        got = host_(OPS.get("paged_attention_varlen", "cuda")(*[to_device(a) for a in args]))
+        assert rel(got, varlen_ref(args, {})[0]) < 3e-3, spec
+
+
+@gpu
 @pytest.mark.parametrize("flash", [None, {"version": 4}, {"version": 4, "VT": 0, "BN": 128, "STAGES": 2}],
-                         ids=["default", "v4", "v4-BN128"])
+                         ids=["v2-v3", "v4", "v4-BN128"])
 @pytest.mark.parametrize("D", [128, 256])
 def test_paged_attention_survives_hostile_tables(monkeypatch, flash, D):
     """Page ids past the pool, negative or huge, lengths past the table or below 0, and cu_seqlens
@@ -203,8 +220,10 @@ def test_paged_attention_survives_hostile_tables(monkeypatch, flash, D):
     if flash is not None:
         if not wgmma_available() or D != 128:
             pytest.skip("version 4: an sm_90 GPU, head dim 128")
-        for name in ("FLASH", "FLASH_SMALL"):
+        for name in ("FLASH", "FLASH_SMALL", "FLASH_HOPPER"):
             monkeypatch.setattr(ca, name, flash)
+    else:
+        monkeypatch.setattr(ca, "FLASH_HOPPER", None)               # versions 2 / 3 (version 4 is the default)
     varlen = OPS.get("paged_attention_varlen", "cuda")
     args, _ = paged_batch(chunks=[5, 9], starts=[3, 20], Hq=8, Hkv=2, D=D, page_size=16)
     P, max_pages = args[3].shape[0], args[6].shape[1]
@@ -230,6 +249,20 @@ def test_paged_attention_survives_hostile_tables(monkeypatch, flash, D):
     assert np.isfinite(got).all()
     got = host_(varlen(*[to_device(x) for x in args]))       # the context is alive and right
     assert rel(got, varlen_ref(args, {})[0]) < 3e-3
+
+
+@gpu
+@pytest.mark.parametrize("D", [40, 256])
+def test_attention_head_dims_past_flash(A, rng, D):
+    """Head dims the flash kernels do not take (not a multiple of 16, or past 128) run the naive
+    kernel, which compiles without them: against float64, causal, GQA 2:1, Lk > Lq."""
+    Lq, Lk, Hq, Hkv = 37, 50, 4, 2
+    q = rng.standard_normal((1, Lq, Hq, D)).astype(np.float16)
+    k = rng.standard_normal((1, Lk, Hkv, D)).astype(np.float16)
+    v = rng.standard_normal((1, Lk, Hkv, D)).astype(np.float16)
+    out = poisoned(q.shape)
+    A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=True)
+    assert frob(host(out)[0], attention_ref(q[0], k[0], v[0], True)) < 4e-3
 
 
 @gpu

@@ -50,19 +50,26 @@ def run_threads(n_threads, work):
 
 
 def test_threads_equal_serial(model):
+    """Every round gives the serial tokens; in at least one of three rounds the threads' requests
+    also share a step (whether they meet in one is up to the OS scheduler: a fast GPU can finish a
+    request before the next thread submits)."""
     js = jobs(12, 0)
     serial = [model.generate(p, **kw).tokens for p, kw in js]
-    got = [None] * len(js)
-    steps0 = len(engine_of(model).history)
+    shared = []
+    for _ in range(3):
+        got = [None] * len(js)
+        steps0 = len(engine_of(model).history)
 
-    def work(t):
-        for i in range(t, len(js), 4):
-            got[i] = model.generate(js[i][0], **js[i][1]).tokens
-    run_threads(4, work)
-    assert got == serial
-    shared = [rids for kind, rids, _ in engine_of(model).history[steps0:] if len(rids) > 1]
+        def work(t):
+            for i in range(t, len(js), 4):
+                got[i] = model.generate(js[i][0], **js[i][1]).tokens
+        run_threads(4, work)
+        assert got == serial
+        assert not engine_of(model).busy
+        shared = [rids for kind, rids, _ in engine_of(model).history[steps0:] if len(rids) > 1]
+        if shared:
+            break
     assert shared, "the threads' requests never shared a step"
-    assert not engine_of(model).busy
 
 
 def test_threads_mix_batch_stream_and_logits(model):
