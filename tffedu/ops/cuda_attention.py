@@ -33,8 +33,9 @@ __all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'DECODE', 'VARLEN_SPLIT', 'fl
 FLASH = {"version": 3, "NWARPS": 4, "BC": 64, "KV2": 1, "GRID_HQ": 1}
 FLASH_SMALL = {"version": 2, "NWARPS": 4, "BC": 64}
 # On an sm_90 GPU, head dims 64 and 128 (pages of 8 to 64 rows): version 4 in tiles of 128 keys
-# without V^T, its warpgroups in ping-pong, at every size (section 5: at 512 to 4096 tokens 1.19 to
-# 1.01x the speed of torch SDPA, where v2 / v3 reach 0.54 to 0.62x). None: FLASH / FLASH_SMALL.
+# without V^T, its warpgroups in ping-pong, at every size (section 6, version 4: at 512 to 4096
+# tokens 1.19 to 1.01x the speed of torch SDPA, where v2 / v3 reach 0.54 to 0.62x). None: FLASH /
+# FLASH_SMALL everywhere.
 FLASH_HOPPER = {"version": 4, "VT": 0, "BN": 128, "STAGES": 2, "PINGPONG": 1}
 _SMS: list = []
 DECODE = {"NWARPS": 8, "UNROLL": 4}             # likewise, from the decode sweep below
