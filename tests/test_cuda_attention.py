@@ -160,6 +160,18 @@ def test_flash_attention_v4(A, rng, cfg, D, Lq, Lk, causal):
                           version=4)
 
 
+def paged_prefill_matches(ps):
+    "`paged_attention_varlen` prefill steps (padding, cached prefixes, GQA, head dims 64 and 128) against float64."
+    from tffedu.factory import OPS
+    from tests.test_op_contract import host as host_, paged_batch, rel, to_device, varlen_ref
+    for spec, Hq, Hkv, D in [(dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 8, 2, 128),
+                             (dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 8, 128),
+                             (dict(chunks=[17, 3], starts=[0, 0]), 8, 1, 64)]:
+        args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)
+        got = host_(OPS.get("paged_attention_varlen", "cuda")(*[to_device(a) for a in args]))
+        assert rel(got, varlen_ref(args, {})[0]) < 3e-3, spec
+
+
 @gpu
 @pytest.mark.parametrize("cfg", [dict(STAGES=3), dict(STAGES=3, OVERLAP=0), dict(STAGES=3, VT=0),
                                  dict(STAGES=2, VT=0, BN=128), dict(STAGES=2, VT=0, BN=128, PINGPONG=1)],
@@ -169,20 +181,13 @@ def test_paged_prefill_v4(monkeypatch, ps, cfg):
     """The engine's prefill attention (`paged_attention_varlen`) on version 4's PAGED mode: padded
     steps of several sequences, cached tokens before the new ones, GQA, head dims 64 and 128, one TMA
     box per page; against float64 through the page tables."""
-    from tffedu.factory import OPS
     from tffedu.ops import cuda_attention as ca
     from tffedu.ops.cuda_matmul import wgmma_available
-    from tests.test_op_contract import host as host_, paged_batch, rel, to_device, varlen_ref
     if not wgmma_available():
         pytest.skip("version 4 needs an sm_90 GPU")
     for name in ("FLASH", "FLASH_SMALL", "FLASH_HOPPER"):
         monkeypatch.setattr(ca, name, {"version": 4, **cfg})
-    for spec, Hq, Hkv, D in [(dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 8, 2, 128),
-                             (dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 8, 128),
-                             (dict(chunks=[17, 3], starts=[0, 0]), 8, 1, 64)]:
-        args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)
-        got = host_(OPS.get("paged_attention_varlen", "cuda")(*[to_device(a) for a in args]))
-        assert rel(got, varlen_ref(args, {})[0]) < 3e-3, spec
+    paged_prefill_matches(ps)
 
 
 @gpu
@@ -190,16 +195,9 @@ def test_paged_prefill_v4(monkeypatch, ps, cfg):
 def test_paged_prefill_v2_v3(monkeypatch, ps):
     """The engine's prefill attention with `FLASH_HOPPER` off: versions 2 / 3 in their PAGED mode, the
     path of every GPU but an sm_90 one (and of other head dims), against float64."""
-    from tffedu.factory import OPS
     from tffedu.ops import cuda_attention as ca
-    from tests.test_op_contract import host as host_, paged_batch, rel, to_device, varlen_ref
     monkeypatch.setattr(ca, "FLASH_HOPPER", None)
-    for spec, Hq, Hkv, D in [(dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 8, 2, 128),
-                             (dict(chunks=[200, 100], starts=[0, 50], pad_rows=3), 32, 8, 128),
-                             (dict(chunks=[17, 3], starts=[0, 0]), 8, 1, 64)]:
-        args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)
-        got = host_(OPS.get("paged_attention_varlen", "cuda")(*[to_device(a) for a in args]))
-        assert rel(got, varlen_ref(args, {})[0]) < 3e-3, spec
+    paged_prefill_matches(ps)
 
 
 @gpu
