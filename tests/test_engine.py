@@ -303,6 +303,17 @@ def test_measure_decode_times_the_whole_batch(model, monkeypatch):
     assert eng.stats["decode_tokens"] == 8 * 4
 
 
+def test_history_stays_bounded(model, monkeypatch):
+    "An engine that serves for long keeps only the latest HISTORY_STEPS steps in `history`."
+    monkeypatch.setattr(tffedu.engine, "HISTORY_STEPS", 5)
+    eng = Engine(model, max_batch=2)
+    for i in range(4):
+        eng.add([1, 2, 3 + i], max_new_tokens=6)
+        eng.run()
+    assert eng.stats["steps"] > 10 and 5 <= len(eng.history) <= 10
+    assert eng.history[-1][0] == "decode"
+
+
 def test_token_budget_is_checked(model):
     for bad in (0, -3, True, 2.0, "64"):
         with pytest.raises(EngineError, match="token_budget"):

@@ -25,8 +25,8 @@ from .runner import ModelRunner, Pending, step_feed
 from .sampling import SamplingParams, sample
 
 # %% auto #0
-__all__ = ['MAX_CACHE_TOKENS', 'Request', 'Step', 'Engine', 'engine_of', 'measure_decode', 'generate_batch', 'stream', 'Model',
-           'load']
+__all__ = ['MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'Request', 'Step', 'Engine', 'engine_of', 'measure_decode', 'generate_batch',
+           'stream', 'Model', 'load']
 
 # %% ../notebooks/14a_engine.ipynb #f020a385
 @dataclass(eq=False)
@@ -88,6 +88,7 @@ class Step:
 
 # %% ../notebooks/14a_engine.ipynb #71841552
 MAX_CACHE_TOKENS = 1 << 24   # pages x page size: 16M tokens, far past any GPU's memory for K/V
+HISTORY_STEPS = 10_000       # steps `Engine.history` keeps (the latest)
 
 
 class Engine:
@@ -403,6 +404,8 @@ def _count(self, step: Step) -> None:
     for req in step.reqs[step.n_decode:]:
         req.n_chunks += 1
     self.history.append((step.kind, [r.rid for r in step.reqs], list(step.chunks)))
+    if len(self.history) > 2 * HISTORY_STEPS:          # a long-lived engine must not grow without end
+        del self.history[:-HISTORY_STEPS]
 
 
 Engine.step = _step
