@@ -6,11 +6,11 @@ causal, Qwen3-8B's heads (32 query, 8 kv, head dim 128), batch 1, at 512 ... 409
 
 Each side is 10 calls captured once in a CUDA graph and replayed (ours: chapter 11's CudaGraph of
 PyCUDA launches; torch: torch.cuda.CUDAGraph), so kernels are compared with kernels. Ours: the
-default (`FLASH` / `FLASH_SMALL`) and version 4 (wgmma + TMA) with 3 and 4 stages, and without
-its overlap of the two products (with --vt0 also version 4 reading V as it lands, no V^T, 4 and 6
-stages, in tiles of 128 keys with 2 and 3 stages, and the consumer warpgroups' ping-pong: run it
-last, it has not yet run on a GPU); torch: the
-faster of `enable_gqa=True` and K/V repeated to 32 heads. Every output is checked against torch's
+default (`FLASH_HOPPER` on an H100/H200) and version 4 with V^T, 3 and 4 stages, and without its
+overlap of the two products; with --vt0 also version 4 reading V as it lands (no V^T, 4 and 6
+stages), in tiles of 128 keys (2 and 3 stages), with the consumer warpgroups' ping-pong, and with
+the grid heads first (GRID_HQ, not yet run on a GPU). torch: the faster of `enable_gqa=True` and
+K/V repeated to 32 heads. Every output is checked against torch's
 first (relative Frobenius error). Needs an H100/H200, PyCUDA and torch.
 """
 import argparse
@@ -28,7 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lengths", type=int, nargs="*", default=[512, 1024, 2048, 4096])
     ap.add_argument("--json", type=pathlib.Path)
-    ap.add_argument("--vt0", action="store_true", help="also version 4's configurations not yet run on a GPU (VT=0, BN=128, PINGPONG)")
+    ap.add_argument("--vt0", action="store_true", help="also version 4's other configurations (VT=0, BN=128, PINGPONG, GRID_HQ)")
     a = ap.parse_args()
     import pycuda.driver as drv
     import pycuda.gpuarray as ga
@@ -78,7 +78,9 @@ def main():
                      for st in (2, 3)]
             runs += [("v4 s3 ping-pong", dict(version=4, config={"STAGES": 3, "PINGPONG": 1})),
                      ("v4 no V^T BN128 s2 ping-pong", dict(version=4, config={"STAGES": 2, "VT": 0, "BN": 128,
-                                                                             "PINGPONG": 1}))]
+                                                                             "PINGPONG": 1})),
+                     ("v4 no V^T BN128 s2 ping-pong heads-first", dict(version=4, config={
+                         "STAGES": 2, "VT": 0, "BN": 128, "PINGPONG": 1, "GRID_HQ": 1}))]
         for name, kw in runs:
             call = lambda kw=kw: flash_launch(int(qd.gpudata), int(kd.gpudata), int(vd.gpudata),  # noqa: E731
                                               int(od.gpudata), 1, L, L, HQ, HKV, D, None, True, stream, **kw)

@@ -59,6 +59,9 @@
 #ifndef PINGPONG
 #define PINGPONG 0                    // 1: the consumer warpgroups take turns issuing their products
 #endif
+#ifndef GRID_HQ
+#define GRID_HQ 0                     // 1: grid (Hq, q-blocks, B), heads fastest: the first wave holds every
+#endif                                // head's longest causal blocks, not all blocks of the first heads
 #ifndef VT_LBO
 #define VT_LBO KV_SUB                 // VT = 0: the MN-major descriptor's bytes between 64-wide head-dim slices
 #endif
@@ -109,7 +112,8 @@ __device__ __forceinline__ void transpose_v(const unsigned char* v, unsigned cha
     }
 }
 
-// grid (ceil(Lq/BM) reversed: the longest causal blocks first, Hq, B), block 384.  tq: Q as
+// grid (ceil(Lq/BM) reversed: the longest causal blocks first, Hq, B), or with GRID_HQ (Hq, ceil(Lq/BM)
+// reversed, B); block 384.  tq: Q as
 // (D, Hq, B*Lq) in boxes of (64, 1, BM); tk, tv: K, V as (D, Hkv, B*Lk) in boxes of (64, 1, BN)
 // (PAGED: Q as (D, Hq, N), K and V as (D, Hkv, P*ps) in boxes of (64, 1, ps); Lq = N, Lk unused).
 extern "C" __global__ void __launch_bounds__(NCONS + 128, 1)
@@ -131,7 +135,12 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
              *vtfull = vfull + STAGES, *vtempty = vtfull + STAGES;   // VT = 0: vtempty frees V's slot
     uint64_t* vready = VT ? vtfull : vfull;                     // what P V waits for
     const int tid = threadIdx.x;
-    const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, kvh = h / (Hq / Hkv);
+#if GRID_HQ
+    const int qb = gridDim.y - 1 - blockIdx.y, h = blockIdx.x;
+#else
+    const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y;
+#endif
+    const int b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BM;
 #if PAGED
     const int row0 = min(max(cu[b], 0), Lq);                   // the sequence's first row of the step

@@ -129,7 +129,7 @@ def test_flash_v4_refuses_rings_that_do_not_fit():
 V4_CONFIGS = [dict(STAGES=3), dict(STAGES=4), dict(STAGES=3, OVERLAP=0), dict(STAGES=3, PINGPONG=1),
               dict(STAGES=4, VT=0), dict(STAGES=6, VT=0), dict(STAGES=4, VT=0, OVERLAP=0),
               dict(STAGES=2, VT=0, BN=128), dict(STAGES=3, VT=0, BN=128), dict(STAGES=2, VT=0, BN=128, OVERLAP=0),
-              dict(STAGES=2, VT=0, BN=128, PINGPONG=1)]
+              dict(STAGES=2, VT=0, BN=128, PINGPONG=1), dict(STAGES=2, VT=0, BN=128, PINGPONG=1, GRID_HQ=1)]
 
 
 @gpu
@@ -174,7 +174,8 @@ def paged_prefill_matches(ps):
 
 @gpu
 @pytest.mark.parametrize("cfg", [dict(STAGES=3), dict(STAGES=3, OVERLAP=0), dict(STAGES=3, VT=0),
-                                 dict(STAGES=2, VT=0, BN=128), dict(STAGES=2, VT=0, BN=128, PINGPONG=1)],
+                                 dict(STAGES=2, VT=0, BN=128), dict(STAGES=2, VT=0, BN=128, PINGPONG=1),
+                                 dict(STAGES=2, VT=0, BN=128, PINGPONG=1, GRID_HQ=1)],
                          ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
 @pytest.mark.parametrize("ps", [8, 16, 32, 64])
 def test_paged_prefill_v4(monkeypatch, ps, cfg):

@@ -96,13 +96,14 @@ def flash_head_dim_ok(D: int) -> bool:
 
 def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
                    scale: float, causal: bool, stream, stages: int = 3, overlap: int = 1, paged=None,
-                   vt: int = 1, bn: int = 64, pingpong: int = 0) -> None:
+                   vt: int = 1, bn: int = 64, pingpong: int = 0, grid_hq: int = 0) -> None:
     """Version 4 (flash_attn_wgmma.cu, sm_90a): TMA tensor maps of q [B*Lq, Hq, D] and k, v
     [B*Lk, Hkv, D] in boxes of 64 of the head dim x 128 query rows / `bn` keys (pages: q the step's
     Lq rows, k, v the pools, in boxes of a page), 384 threads a block; `overlap`: tile j's Q K^T
     with tile j-1's P V (else one tile at a time); `vt` = 0: P V reads V as it lands (no V^T, so
     more stages fit), and only then may a tile be `bn` = 128 keys; `pingpong`: the two consumer
-    warpgroups take turns issuing their products (with `overlap`)."""
+    warpgroups take turns issuing their products (with `overlap`); `grid_hq`: the grid heads
+    first, so that the first wave holds every head's longest causal blocks."""
     from .cuda_matmul import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _kernel90a, tensor_map
     if bn not in (64, 128) or (bn == 128 and vt):
         raise ShapeError(f"flash attention version 4 takes tiles of 64 keys, or 128 without V^T (VT=0): got BN={bn}"
@@ -120,9 +121,10 @@ def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int,
             for a, H, rows, box in ((qp, Hq, q_rows, 128), (kp, Hkv, kv_rows, ps), (vp, Hkv, kv_rows, ps))]
     fn = _kernel90a("flash_attn_wgmma.cu", "flash_attn_fwd_wgmma", "128s128s128sPiiiifiPPPiii",
                     {"HEAD_DIM": D, "STAGES": stages, "OVERLAP": int(overlap), "PAGED": int(paged is not None),
-                     "VT": int(bool(vt)), "BN": bn, "PINGPONG": int(bool(pingpong))})
+                     "VT": int(bool(vt)), "BN": bn, "PINGPONG": int(bool(pingpong)), "GRID_HQ": int(bool(grid_hq))})
     set_smem(fn, smem)
-    launch(fn, ((Lq + 127) // 128, Hq, B), (384,), stream, *maps, op, np.int32(Lq), np.int32(Lk), np.int32(Hq),
+    grid = (Hq, (Lq + 127) // 128, B) if grid_hq else ((Lq + 127) // 128, Hq, B)
+    launch(fn, grid, (384,), stream, *maps, op, np.int32(Lq), np.int32(Lk), np.int32(Hq),
            np.int32(Hkv), np.float32(scale * math.log2(math.e)), np.int32(causal), np.uintp(cu), np.uintp(lens),
            np.uintp(tables), np.int32(ps), np.int32(max_pages), np.int32(n_pages), shared=smem)
 
@@ -152,7 +154,8 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
                              f"rows (with the pool's page count), got head dim {D}"
                              + (f", pages {paged[3:]}" if paged is not None else ""))
         _flash4_launch(qp, kp, vp, op, B, Lq, Lk, Hq, Hkv, D, scale, causal, stream, cfg.get("STAGES", 3),
-                       cfg.get("OVERLAP", 1), paged, cfg.get("VT", 1), cfg.get("BN", 64), cfg.get("PINGPONG", 0))
+                       cfg.get("OVERLAP", 1), paged, cfg.get("VT", 1), cfg.get("BN", 64), cfg.get("PINGPONG", 0),
+                       cfg.get("GRID_HQ", 0))
         return
     if paged is not None and not (version in (2, 3) and flash_head_dim_ok(D)):
         raise ShapeError(f"attention over pages needs flash version 2 or 3 and a head dim they take, got "
