@@ -65,6 +65,15 @@ __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&h);
 }
 
+// This block's query block and head in a causal attention grid, the longest (last) query blocks
+// first: grid (q-blocks, Hq, B), or heads_first (Hq, q-blocks, B), where the first wave holds the
+// longest blocks of ALL heads.  Chapter 12's flash kernels (their GRID_HQ).
+template <bool HEADS_FIRST>
+__device__ __forceinline__ void causal_block(int& qb, int& h) {
+    qb = HEADS_FIRST ? gridDim.y - 1 - blockIdx.y : gridDim.x - 1 - blockIdx.x;
+    h = HEADS_FIRST ? blockIdx.x : blockIdx.y;
+}
+
 // The pool row of position r of a sequence, through its row of the page table (max_pages entries,
 // pages of ps rows, a pool of n_pages pages), or -1 where there is none: a position past the
 // table, or an id outside the pool.  A hostile table then reads zeros, never outside the pages.

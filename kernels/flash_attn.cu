@@ -169,11 +169,8 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
     __shared__ __align__(16) __half sK[BC * LDS];
     __shared__ __align__(16) __half sV[BC * LDS];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-#if GRID_HQ
-    const int qb = gridDim.y - 1 - blockIdx.y, h = blockIdx.x;   // heads vary fastest: the longest
-#else                                                              // blocks of ALL heads go first
-    const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y;   // causal: the longest blocks start first
-#endif
+    int qb, h;
+    causal_block<GRID_HQ>(qb, h);                          // the longest causal blocks first
     const int b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BR, qw = q0 + warp * 16;           // first row of the block / of this warp
     size_t q_off;
@@ -349,11 +346,8 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
     __half* sK = sQ + BR3 * LDS;                         // [KV2 + 1][BC][LDS]
     __half* sV = sK + (KV2 + 1) * BC * LDS;              // [KV2 + 1][BC][LDS]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-#if GRID_HQ
-    const int qb = gridDim.y - 1 - blockIdx.y, h = blockIdx.x;
-#else
-    const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y;
-#endif
+    int qb, h;
+    causal_block<GRID_HQ>(qb, h);
     const int b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BR3, qw = q0 + warp * 16 * MT;
     size_t q_off;

@@ -135,11 +135,8 @@ flash_attn_fwd_wgmma(const __grid_constant__ TensorMap tq, const __grid_constant
              *vtfull = vfull + STAGES, *vtempty = vtfull + STAGES;   // VT = 0: vtempty frees V's slot
     uint64_t* vready = VT ? vtfull : vfull;                     // what P V waits for
     const int tid = threadIdx.x;
-#if GRID_HQ
-    const int qb = gridDim.y - 1 - blockIdx.y, h = blockIdx.x;
-#else
-    const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y;
-#endif
+    int qb, h;
+    causal_block<GRID_HQ>(qb, h);
     const int b = blockIdx.z, kvh = h / (Hq / Hkv);
     const int q0 = qb * BM;
 #if PAGED
