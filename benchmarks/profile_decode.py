@@ -14,7 +14,6 @@ import json
 import pathlib
 import sys
 import time
-from collections import defaultdict
 
 import numpy as np
 
@@ -34,7 +33,7 @@ def main():
     import tffedu
     from tffedu.engine import Engine
     from tffedu.ops.cuda import copy_bandwidth, time_all
-    from tffedu.runner import op_bytes, op_timeline
+    from tffedu.runner import op_bytes, op_timeline, op_totals
 
     model = tffedu.load(a.model, device="cuda", n_ctx=max(4096, a.depth + 256))
     B = a.batch
@@ -69,12 +68,7 @@ def main():
           f"ops alone {total_us / 1e3:.3f} ms; host share {1e3 / tg['tps'] - step_ms:.3f} ms")
     print(f"bytes per step {total_b / 1e9:.3f} GB; copy bandwidth {bw / 1e12:.2f} TB/s -> bound "
           f"{total_b / bw * 1e3:.3f} ms ({total_b / bw * 1e3 / step_ms * 100:.0f}% of the replayed step)")
-    by = defaultdict(lambda: [0, 0.0, 0])
-    for r in rows:
-        s = by[r["op"]]
-        s[0] += 1
-        s[1] += r["us"]
-        s[2] += r["bytes"]
+    by = op_totals(rows, "bytes")
     print(f"| op | launches | µs | % of step | GB | % of copy bw |")
     print("|---|---|---|---|---|---|")
     for op, (n, us, b) in sorted(by.items(), key=lambda kv: -kv[1][1]):

@@ -15,7 +15,6 @@ import json
 import pathlib
 import sys
 import time
-from collections import defaultdict
 
 import numpy as np
 
@@ -46,7 +45,7 @@ def main():
     import tffedu
     from tffedu.engine import Engine
     from tffedu.ops.cuda import time_all
-    from tffedu.runner import op_timeline
+    from tffedu.runner import op_timeline, op_totals
 
     P = a.tokens
     model = tffedu.load(a.model, device="cuda", n_ctx=max(4096, P + 16))
@@ -74,12 +73,7 @@ def main():
     print(f"{a.model.name} pp{P}: step {wall_ms:.2f} ms ({P / wall_ms * 1e3:.0f} tokens/s); replayed step "
           f"{step_ms:.2f} ms on the GPU ({len(rows)} ops); ops alone {total_us / 1e3:.2f} ms; "
           f"host share {wall_ms - step_ms:.2f} ms")
-    by = defaultdict(lambda: [0, 0.0, 0.0])
-    for r in rows:
-        s = by[r["op"]]
-        s[0] += 1
-        s[1] += r["us"]
-        s[2] += r["flops"]
+    by = op_totals(rows, "flops")
     print("| op | launches | ms | % of step | µs each | TFLOP/s |")
     print("|---|---|---|---|---|---|")
     for op, (n, us, fl) in sorted(by.items(), key=lambda kv: -kv[1][1]):

@@ -150,6 +150,21 @@ def test_pdl_flags_and_launch_errors(C):
         f.launcher((0,), (32,), None, 0, 0, 1, 4)
 
 
+@pytest.mark.parametrize("sig", ["PPii", "128s128s128sPiiiifiPPPiii", "PPPPiiiifillPPPiii", "iPdfq128si"])
+def test_kernel_argument_offsets(sig):
+    """The offsets `Kernel.prepare` computes once (the launch's kernelParams point there) are where
+    struct's native packing puts each argument: every argument reads back from its offset. CPU."""
+    import struct
+    from tffedu.ops.cuda import Kernel
+    k = Kernel(None, None, "k", False).prepare(sig)
+    vals = [bytes([i + 1]) * int(c[:-1]) if c.endswith("s") else (i + 1) / 2 if c in "fd" else i + 1
+            for i, c in enumerate(k.codes)]
+    buf = struct.pack(sig, *vals)
+    assert len(k.offsets) == len(vals)
+    for o, c, v in zip(k.offsets, k.codes, vals):
+        assert struct.unpack_from(c, buf, o)[0] == v, (c, o)
+
+
 @gpu
 @pytest.mark.parametrize("pdl", [True, False])
 def test_pdl_chain_eager_and_in_a_graph(C, rng, monkeypatch, pdl):

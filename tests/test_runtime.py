@@ -284,3 +284,11 @@ def test_qwen3_layer_on_cuda_matches_the_cpu():
     ex.bind({k: Tensor.from_numpy(v).to("cuda") for k, v in w.items()})
     got = ex.run(feed)["blk.1.ffn_res"]
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+
+
+def test_op_totals_sum_the_timeline_by_op():
+    "The profile scripts' table: launches, µs and a column's sum per op, from `op_timeline`'s rows. CPU."
+    from tffedu.runner import op_totals
+    rows = [dict(op="matmul", us=2.0, bytes=10), dict(op="add", us=0.5, bytes=1), dict(op="matmul", us=3.0, bytes=30)]
+    assert op_totals(rows, "bytes") == {"matmul": [2, 5.0, 40], "add": [1, 0.5, 1]}
+    assert op_totals([], "bytes") == {}

@@ -676,6 +676,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.runner.lower': ('gpu_runtime.html#lower', 'tffedu/runner.py'),
                                'tffedu.runner.op_bytes': ('gpu_runtime.html#op_bytes', 'tffedu/runner.py'),
                                'tffedu.runner.op_timeline': ('gpu_runtime.html#op_timeline', 'tffedu/runner.py'),
+                               'tffedu.runner.op_totals': ('gpu_runtime.html#op_totals', 'tffedu/runner.py'),
                                'tffedu.runner.step_feed': ('gpu_runtime.html#step_feed', 'tffedu/runner.py')},
             'tffedu.runtime': { 'tffedu.runtime.Executor': ('runtime.html#executor', 'tffedu/runtime.py'),
                                 'tffedu.runtime.Executor.__init__': ('runtime.html#executor.__init__', 'tffedu/runtime.py'),

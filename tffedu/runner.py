@@ -28,7 +28,7 @@ from .tensor import F16, F32, I8, I32, Tensor
 
 # %% auto #0
 __all__ = ['GPU_WEIGHT_TYPES', 'KINDS', 'LOWERINGS', 'device_weights', 'PagedGraphs', 'lower', 'bucket', 'step_feed',
-           'ModelRunner', 'Pending', 'op_timeline', 'op_bytes']
+           'ModelRunner', 'Pending', 'op_timeline', 'op_totals', 'op_bytes']
 
 # %% ../notebooks/13_gpu_runtime.ipynb #27374d94
 GPU_WEIGHT_TYPES = ("Q8_0", "F16", "BF16", "F32")     # what the CUDA kernels read as stored
@@ -564,6 +564,17 @@ def op_timeline(ex: Executor, repeat: int = 10, reps: int = 5) -> list[dict]:
         rows.append(dict(name=n.name, op=n.op, start_us=t, us=us))
         t += us
     return rows
+
+
+def op_totals(rows: list[dict], key: str) -> dict:
+    "`op_timeline`'s rows summed by op: op -> [launches, µs, the sum of column `key`] (FLOPs, bytes)."
+    by: dict = {}
+    for r in rows:
+        s = by.setdefault(r["op"], [0, 0.0, 0])
+        s[0] += 1
+        s[1] += r["us"]
+        s[2] += r[key]
+    return by
 
 
 def op_bytes(node: Node, weights: dict, kv_tokens: int = 0) -> int:

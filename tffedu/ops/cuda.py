@@ -299,11 +299,16 @@ class Kernel:
     cuLaunchKernelEx. `pdl`: its source declares PDL_READY (it waits for the kernel before it)."""
 
     def __init__(self, module: Module, handle, name: str, pdl: bool):
-        self.module, self.handle, self.name, self.pdl, self.sig, self.codes = module, handle, name, pdl, None, []
+        self.module, self.handle, self.name, self.pdl = module, handle, name, pdl
+        self.sig, self.codes, self.offsets = None, [], []
 
     def prepare(self, sig: str) -> "Kernel":
         "Argument types as struct codes: P pointer, i int32, l/q int64, f float32, d float64, 128s 128 bytes (a TMA descriptor)."
         self.sig, self.codes = sig, re.findall(r"\d*\D", sig)
+        # each argument's offset in the packed buffer (native alignment): the end of the codes up to
+        # it, less its own size
+        self.offsets = [struct.calcsize("".join(self.codes[:i + 1])) - struct.calcsize(c)
+                        for i, c in enumerate(self.codes)]
         return self
 
     def set_attribute(self, attr: int, value: int) -> None:
@@ -327,9 +332,8 @@ class Kernel:
         # CU_LAUNCH_PARAM_BUFFER_POINTER, the same bytes reached a kernel whose first parameters are
         # 64-byte aligned TMA descriptors with every later argument read as zero.)
         params = ctypes.create_string_buffer(buf, max(1, len(buf)))
-        ends = [struct.calcsize("".join(self.codes[:i + 1])) for i in range(len(self.codes))]
         base = ctypes.addressof(params)
-        ptrs = (ctypes.c_void_p * max(1, len(ends)))(*(base + e - struct.calcsize(c) for e, c in zip(ends, self.codes)))
+        ptrs = (ctypes.c_void_p * max(1, len(self.offsets)))(*(base + o for o in self.offsets))
         cfg = _LaunchConfig(_dim3(grid), _dim3(block), int(shared), None if stream is None else int(stream.handle))
         if self.pdl and PDL and tuple(device_info()["cc"]) >= (9, 0):
             cfg.attrs, cfg.n_attrs = _pdl_attr(), 1

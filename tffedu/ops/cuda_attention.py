@@ -19,6 +19,8 @@ from ..errors import ShapeError
 from ..factory import OPS
 from .cuda import (Workspace, cast, cast_raw, check, device_info, kernel, kind, launch, output,
                              ptr, qk_pair_launch, set_smem, with_workspace, workspace_bytes, _drv)
+from .cuda_matmul import (CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _kernel90a, tensor_map,
+                                    wgmma_available)     # chapter 11's TMA maps and sm_90a builds
 
 # %% auto #0
 __all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_head_dim_ok',
@@ -104,7 +106,6 @@ def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int,
     more stages fit), and only then may a tile be `bn` = 128 keys; `pingpong`: the two consumer
     warpgroups take turns issuing their products (with `overlap`); `grid_hq`: the grid heads
     first, so that the first wave holds every head's longest causal blocks."""
-    from .cuda_matmul import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _kernel90a, tensor_map
     if bn not in (64, 128) or (bn == 128 and vt):
         raise ShapeError(f"flash attention version 4 takes tiles of 64 keys, or 128 without V^T (VT=0): got BN={bn}"
                          f" with VT={int(bool(vt))}")
@@ -139,7 +140,6 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     if not _SMS:
         _SMS.append(device_info()["sms"])
-    from .cuda_matmul import wgmma_available
     if (version is None and not config and FLASH_HOPPER and D in (64, 128) and wgmma_available()
             and (paged is None or paged[3] in (8, 16, 32, 64))):
         cfg = dict(FLASH_HOPPER)
