@@ -126,6 +126,23 @@ def test_flash_v4_refuses_rings_that_do_not_fit():
         _flash4_launch(0, 0, 0, 0, 1, 128, 128, 8, 8, 128, 0.1, True, None, 3, 0, None, 1, 64, 1)
 
 
+def test_flash_v4_config_is_its_own(monkeypatch):
+    """An explicit version 4 starts from its own defaults, not from FLASH (version 3's keys: its
+    GRID_HQ=1 once leaked into every explicit version 4 config), and a key it does not know (a typo,
+    or version 3's NWARPS) is a ShapeError naming it, before any GPU work."""
+    from tffedu.errors import ShapeError
+    from tffedu.ops import cuda_attention as ca
+    seen = []
+    monkeypatch.setattr(ca, "_flash4_launch", lambda *args: seen.append(args[-1]))    # its last: grid_hq
+    for version, config in [(4, {"STAGES": 2}), (None, {"version": 4, "STAGES": 2})]:
+        ca.flash_launch(0, 0, 0, 0, 1, 128, 128, 8, 8, 128, None, True, None, version, config)
+    assert seen == [0, 0]
+    monkeypatch.undo()
+    for bad in ({"NWARPS": 4}, {"PINGPNG": 1}):
+        with pytest.raises(ShapeError, match=next(iter(bad))):
+            ca.flash_launch(0, 0, 0, 0, 1, 128, 128, 8, 8, 128, None, True, None, 4, bad)
+
+
 V4_CONFIGS = [dict(STAGES=3), dict(STAGES=4), dict(STAGES=3, OVERLAP=0), dict(STAGES=3, PINGPONG=1),
               dict(STAGES=4, VT=0), dict(STAGES=6, VT=0), dict(STAGES=4, VT=0, OVERLAP=0),
               dict(STAGES=2, VT=0, BN=128), dict(STAGES=3, VT=0, BN=128), dict(STAGES=2, VT=0, BN=128, OVERLAP=0),

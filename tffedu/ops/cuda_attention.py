@@ -23,7 +23,7 @@ from .cuda_matmul import (CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _ke
                                     wgmma_available)     # chapter 11's TMA maps and sm_90a builds
 
 # %% auto #0
-__all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_head_dim_ok',
+__all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_head_dim_ok',
            'flash_launch', 'attention', 'cast_or_copy', 'choose_splits', 'decode_head_dim_ok', 'paged_attention_decode',
            'decode_launch', 'kv_store_raw', 'kv_store', 'qk_norm_rope_store', 'prefill_launch', 'paged_attention',
            'paged_attention_varlen', 'paged_attention_q8']
@@ -35,10 +35,11 @@ __all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'DECODE', 'VARLEN_SPLIT', 'fl
 FLASH = {"version": 3, "NWARPS": 4, "BC": 64, "KV2": 1, "GRID_HQ": 1}
 FLASH_SMALL = {"version": 2, "NWARPS": 4, "BC": 64}
 # On an sm_90 GPU, head dims 64 and 128 (pages of 8 to 64 rows): version 4 in tiles of 128 keys
-# without V^T, its warpgroups in ping-pong, at every size (section 6, version 4: at 512 to 4096
-# tokens 1.19 to 1.01x the speed of torch SDPA, where v2 / v3 reach 0.54 to 0.62x). None: FLASH /
-# FLASH_SMALL everywhere.
-FLASH_HOPPER = {"version": 4, "VT": 0, "BN": 128, "STAGES": 2, "PINGPONG": 1}
+# without V^T, its warpgroups in ping-pong, the grid heads first, at every size (section 6,
+# version 4: 1.21x the speed of torch SDPA at 512 tokens, 1.06-1.12x at 4096, where v2 / v3 reach
+# 0.54 to 0.62x). None: FLASH / FLASH_SMALL everywhere.
+FLASH_HOPPER = {"version": 4, "VT": 0, "BN": 128, "STAGES": 2, "PINGPONG": 1, "GRID_HQ": 1}
+V4_KEYS = {"STAGES", "OVERLAP", "VT", "BN", "PINGPONG", "GRID_HQ"}   # version 4's config (_flash4_launch)
 _SMS: list = []
 DECODE = {"NWARPS": 8, "UNROLL": 4}             # likewise, from the decode sweep below
 _SMEM_SET: set = set()
@@ -63,8 +64,8 @@ def flash_attention(q, k, v, out=None, stream=None, scale: float | None = None, 
     a warp per 16 query rows; version 3: a warp per 32 rows, Q tile in shared memory (both need
     D % 16 == 0, D <= 128); version 4: wgmma and TMA on an sm_90 GPU (D 64 or 128, the batch dense;
     flash_attn_wgmma.cu); version 1: the naive kernel (any D <= 256, Lk <= 8192, no batch).
-    `config` overrides the tile shape: NWARPS, BC (and MINB for version 2; STAGES, OVERLAP, VT, BN
-    and PINGPONG for version 4), and two switches:
+    `config` overrides the tile shape: NWARPS, BC (and MINB for version 2), and two switches
+    (version 4 takes only its own keys, `V4_KEYS`, over its own defaults):
     GRID_HQ=1 orders the grid heads-first (the longest causal blocks of every head start first),
     KV2=1 (version 3) double-buffers the K/V tiles (tile j+1 loads during all of tile j)."""
     qs, ks = tuple(q.shape), tuple(k.shape)
@@ -138,17 +139,22 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
     and ints: q/out are a step's Lq rows of B sequences and k, v the f16 page pools of n_pages pages
     (the kernels' PAGED mode)."""
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    if not _SMS:
-        _SMS.append(device_info()["sms"])
     if (version is None and not config and FLASH_HOPPER and D in (64, 128) and wgmma_available()
             and (paged is None or paged[3] in (8, 16, 32, 64))):
         cfg = dict(FLASH_HOPPER)
+    elif (version if version is not None else (config or {}).get("version")) == 4:
+        cfg = {"version": 4, **(config or {})}      # version 4's own defaults: FLASH's keys are version 3's
     else:
+        if not _SMS:
+            _SMS.append(device_info()["sms"])
         small = version is None and not config and B * Hq * ((Lq + 127) // 128) < _SMS[0]
         cfg = {**(FLASH_SMALL if small else FLASH), **(config or {})}
     version = cfg.pop("version") if version is None else version
     cfg.pop("version", None)
     if version == 4:
+        if set(cfg) - V4_KEYS:
+            raise ShapeError(f"flash attention version 4 takes the config keys {sorted(V4_KEYS)}, "
+                             f"got {sorted(set(cfg) - V4_KEYS)}")
         if D not in (64, 128) or (paged is not None and (paged[3] not in (8, 16, 32, 64) or len(paged) < 6)):
             raise ShapeError(f"flash attention version 4 takes head dims 64 and 128, and pages of 8, 16, 32 or 64 "
                              f"rows (with the pool's page count), got head dim {D}"
