@@ -238,6 +238,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'tffedu.kvcache._varlen_shape': ('kvcache.html#_varlen_shape', 'tffedu/kvcache.py'),
                                 'tffedu.kvcache._write': ('kvcache.html#_write', 'tffedu/kvcache.py'),
                                 'tffedu.kvcache.chain_hash': ('kvcache.html#chain_hash', 'tffedu/kvcache.py'),
+                                'tffedu.kvcache.check_cu_seqlens': ('kvcache.html#check_cu_seqlens', 'tffedu/kvcache.py'),
                                 'tffedu.kvcache.kv_store': ('kvcache.html#kv_store', 'tffedu/kvcache.py'),
                                 'tffedu.kvcache.paged_attention': ('kvcache.html#paged_attention', 'tffedu/kvcache.py'),
                                 'tffedu.kvcache.paged_attention_decode': ('kvcache.html#paged_attention_decode', 'tffedu/kvcache.py'),

@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['ATTN_BLOCK', 'Page', 'PagePool', 'chain_hash', 'Sequence', 'KVCache', 'paged_attention', 'paged_attention_decode',
-           'kv_store', 'paged_attention_varlen']
+           'kv_store', 'check_cu_seqlens', 'paged_attention_varlen']
 
 # %% ../notebooks/09_kvcache.ipynb #98d22534
 """The paged KV cache (chapter 09): PagePool, KVCache, and a numpy paged-attention op.
@@ -495,6 +495,14 @@ def kv_store(k, v, k_pages, v_pages, slots):
     return k_pages, v_pages
 
 
+def check_cu_seqlens(cu_seqlens, N: int) -> None:
+    "A step's row offsets (host ints) must not fall and must stay in [0, N]: else a ShapeError naming them."
+    cu = np.asarray(cu_seqlens)
+    if len(cu) and (cu[0] < 0 or cu[-1] > N or (np.diff(cu) < 0).any()):
+        raise ShapeError(f"paged_attention_varlen: cu_seqlens must not fall and must stay in [0, N={N}], "
+                         f"got {cu.tolist()[:8]}")
+
+
 @OPS.register("paged_attention_varlen", "cpu")
 def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
                            pos, scale: float | None = None, decode: bool = False,
@@ -511,10 +519,7 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
                          f"{np.shape(seq_lens)} do not describe one batch")
     if decode and N != len(seq_lens):
         raise ShapeError(f"paged_attention_varlen(decode=True): {N} rows for {len(seq_lens)} sequences")
-    cu = np.asarray(cu_seqlens)
-    if len(cu) and (cu[0] < 0 or cu[-1] > N or (np.diff(cu) < 0).any()):
-        raise ShapeError(f"paged_attention_varlen: cu_seqlens must not fall and must stay in [0, N={N}], "
-                         f"got {cu.tolist()[:8]}")
+    check_cu_seqlens(cu_seqlens, N)
     kv_store(k, v, k_pages, v_pages, slots)               # the KV-cache store: one scatter
     out = np.empty_like(q) if out is None else out
     out[...] = 0                                          # padding rows stay zero

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..factory import OPS
+from ..kvcache import check_cu_seqlens                 # chapter 09's check of a step's row offsets
 from .cuda import (Workspace, cast, cast_raw, check, device_info, kernel, kind, launch, output,
                              ptr, qk_pair_launch, set_smem, with_workspace, workspace_bytes, _drv)
 from .cuda_matmul import (CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _kernel90a, tensor_map,
@@ -536,9 +537,7 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
         return out
     # other head dims: sequence by sequence, from their lengths read back (never in a captured step)
     cu, lens = _host_ints(cu_seqlens), _host_ints(seq_lens)
-    if cu[0] < 0 or cu[-1] > N or (np.diff(cu) < 0).any():
-        raise ShapeError(f"paged_attention_varlen: cu_seqlens must not fall and must stay in [0, N={N}], "
-                         f"got {cu.tolist()[:8]}")
+    check_cu_seqlens(cu, N)
     qp, op, row = ptr(q, "q"), ptr(out, "out"), Hq * D * 4
     for b in range(B):
         lo, hi, S = int(cu[b]), int(cu[b + 1]), int(lens[b])
