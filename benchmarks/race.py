@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The H200 race, tffedu against llama.cpp on the same files in one device call (see
-race_llamacpp.sh, which runs this).
+"""The race, tffedu against llama.cpp on the same GPU and the same files (race_llamacpp.sh runs
+this).
 
     python benchmarks/race.py tffedu MODEL.gguf OUT.json                   # tffedu's rows for one model
     python benchmarks/race.py tffedu MODEL.gguf OUT.json --batch 1,4,8,16  # + pp2048, batch1..batch16
@@ -16,7 +16,7 @@ OUT_DIR holds tf_{model}.json (these rows), lc_{model}*.json (llama-bench -o jso
 tg{n}@d{depth}) and lc_{model}_batched.jsonl (llama-batched-bench --output-format jsonl, one line
 per npl; its markdown table is read too): `batch{B}` = S_TG t/s ("speed_tg") at npl = B.
 
-`table` writes OUT_DIR/h200_vs_llamacpp.json, rows of benchmarks/results/h200_vs_llamacpp.json:
+`table` writes OUT_DIR/vs_llamacpp.json, rows as in benchmarks/results/h200_vs_llamacpp.json:
 {"model", "test", "tffedu_tps", "llamacpp_tps", "date"}, for every test both sides ran; prints the
 same as a readable table with the ratio and tffedu's eager decode; and writes
 OUT_DIR/batch_sweep.json, the raw batch sweep: {"model", "batch", "tffedu_tps", "llamacpp_tps",
@@ -179,7 +179,7 @@ def table(out_dir: str) -> None:
         for s in sweep:
             print(f"| {s['model']} | {s['batch']} | {s['tffedu_ms_per_step'] or ''} | "
                   f"{s['llamacpp_ms_per_step'] or ''} |")
-    (d / "h200_vs_llamacpp.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (d / "vs_llamacpp.json").write_text(json.dumps(rows, indent=1) + "\n")
     (d / "batch_sweep.json").write_text(json.dumps(sweep, indent=1) + "\n")
 
 

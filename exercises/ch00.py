@@ -1,6 +1,6 @@
 """Chapter 00 (the tour): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch00
+Write each function, then check it: python -m tffedu.exercises ch00
 (the reference answers are in solutions/ch00.py: look once you have tried)
 """
 import numpy as np

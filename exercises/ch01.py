@@ -1,6 +1,6 @@
 """Chapter 01 (factories and registries): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch01
+Write each function, then check it: python -m tffedu.exercises ch01
 (the reference answers are in solutions/ch01.py: look once you have tried)
 """
 import threading

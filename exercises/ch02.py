@@ -1,6 +1,6 @@
 """Chapter 02 (devices, memory and tensors, part 1: devices): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch02
+Write each function, then check it: python -m tffedu.exercises ch02
 (the reference answers are in solutions/ch02.py: look once you have tried)
 """
 __all__ = ['align_up_pow2', 'shutdown']

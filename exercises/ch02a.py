@@ -1,6 +1,6 @@
 """Chapter 02a (memory: allocators, pools): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch02a
+Write each function, then check it: python -m tffedu.exercises ch02a
 (the reference answers are in solutions/ch02a.py: look once you have tried)
 """
 __all__ = ['coalesce', 'worst_fit']

@@ -1,6 +1,6 @@
 """Chapter 02b (tensors: strides and views): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch02b
+Write each function, then check it: python -m tffedu.exercises ch02b
 (the reference answers are in solutions/ch02b.py: look once you have tried)
 """
 __all__ = ['contiguous_strides', 'tensor_nbytes', 'broadcast_strides', 'view_strides']

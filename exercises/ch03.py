@@ -1,10 +1,13 @@
 """Chapter 03 (GGUF, part 1: the reader): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch03
+Write each function, then check it: python -m tffedu.exercises ch03
 (the reference answers are in solutions/ch03.py: look once you have tried)
 """
 import struct
 __all__ = ['read_header', 'read_string', 'metadata_keys']
+
+# bytes of each scalar metadata value type (GGUF's gguf_type: 0..12; 8 = STRING, 9 = ARRAY)
+SCALAR_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
 
 def read_header(buf):

@@ -1,6 +1,6 @@
 """Chapter 03a (quantized blocks): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch03a
+Write each function, then check it: python -m tffedu.exercises ch03a
 (the reference answers are in solutions/ch03a.py: look once you have tried)
 """
 import numpy as np

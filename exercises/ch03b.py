@@ -1,6 +1,6 @@
 """Chapter 03b (ModelConfig): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch03b
+Write each function, then check it: python -m tffedu.exercises ch03b
 (the reference answers are in solutions/ch03b.py: look once you have tried)
 """
 __all__ = ['kv_cache_bytes', 'qwen3_param_count']

@@ -1,6 +1,6 @@
 """Chapter 03c (safetensors): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch03c
+Write each function, then check it: python -m tffedu.exercises ch03c
 (the reference answers are in solutions/ch03c.py: look once you have tried)
 """
 import json

@@ -1,6 +1,6 @@
 """Chapter 03d (the model file: detector and adapters): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch03d
+Write each function, then check it: python -m tffedu.exercises ch03d
 (the reference answers are in solutions/ch03d.py: look once you have tried)
 """
 import json

@@ -1,6 +1,6 @@
 """Chapter 04 (the tokenizer): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch04
+Write each function, then check it: python -m tffedu.exercises ch04
 (the reference answers are in solutions/ch04.py: look once you have tried)
 """
 __all__ = ['bytes_to_unicode', 'bpe']

@@ -1,6 +1,6 @@
 """Chapter 05 (the computation graph): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch05
+Write each function, then check it: python -m tffedu.exercises ch05
 (the reference answers are in solutions/ch05.py: look once you have tried)
 """
 __all__ = ['topo_order', 'lifetimes', 'dead_nodes']

@@ -1,6 +1,6 @@
 """Chapter 05a (drawing a graph): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch05a
+Write each function, then check it: python -m tffedu.exercises ch05a
 (the reference answers are in solutions/ch05a.py: look once you have tried)
 """
 __all__ = ['layer_rows', 'count_crossings']

@@ -1,6 +1,6 @@
 """Chapter 05b (a Qwen3 block with the builder): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch05b
+Write each function, then check it: python -m tffedu.exercises ch05b
 (the reference answers are in solutions/ch05b.py: look once you have tried)
 """
 __all__ = ['projection_flops', 'block_matmul_flops']

@@ -1,7 +1,7 @@
 """Chapter 06 (the memory planner): your answers. A buffer is (size, first, last): its bytes
 must stay untouched from step `first` to step `last`, both included.
 
-Write each function, then check it: pytest tests/exercises -k ch06
+Write each function, then check it: python -m tffedu.exercises ch06
 (the reference answers are in solutions/ch06.py: look once you have tried)
 """
 __all__ = ['lower_bound', 'first_fit_offsets']

@@ -1,6 +1,6 @@
 """Chapter 06a (the executor): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch06a
+Write each function, then check it: python -m tffedu.exercises ch06a
 (the reference answers are in solutions/ch06a.py: look once you have tried)
 """
 __all__ = ['execute', 'frees_after']

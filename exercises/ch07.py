@@ -1,6 +1,6 @@
 """Chapter 07 (CPU ops): your answers, numpy in and out (float32).
 
-Write each function, then check it: pytest tests/exercises -k ch07
+Write each function, then check it: python -m tffedu.exercises ch07
 (the reference answers are in solutions/ch07.py: look once you have tried)
 """
 import numpy as np

@@ -1,6 +1,6 @@
 """Chapter 08 (Qwen3 end to end): your answers, numpy float32.
 
-Write each function, then check it: pytest tests/exercises -k ch08
+Write each function, then check it: python -m tffedu.exercises ch08
 (the reference answers are in solutions/ch08.py: look once you have tried)
 """
 import numpy as np

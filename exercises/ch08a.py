@@ -1,6 +1,6 @@
 """Chapter 08a (Llama): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch08a
+Write each function, then check it: python -m tffedu.exercises ch08a
 (the reference answers are in solutions/ch08a.py: look once you have tried)
 """
 import numpy as np

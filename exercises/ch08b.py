@@ -1,6 +1,6 @@
 """Chapter 08b (tffedu.load, generate): your answers, numpy float32/float64.
 
-Write each function, then check it: pytest tests/exercises -k ch08b
+Write each function, then check it: python -m tffedu.exercises ch08b
 (the reference answers are in solutions/ch08b.py: look once you have tried)
 """
 import numpy as np

@@ -1,6 +1,6 @@
 """Chapter 09 (the paged KV cache): your answers. Pages are [num_pages, page_size, H, D].
 
-Write each function, then check it: pytest tests/exercises -k ch09
+Write each function, then check it: python -m tffedu.exercises ch09
 (the reference answers are in solutions/ch09.py: look once you have tried)
 """
 import numpy as np

@@ -1,7 +1,7 @@
 """Chapter 10 (PyCUDA and the small kernels): your answers, numpy models of what a kernel
 does, so they run without a GPU.
 
-Write each function, then check it: pytest tests/exercises -k ch10
+Write each function, then check it: python -m tffedu.exercises ch10
 (the reference answers are in solutions/ch10.py: look once you have tried)
 """
 import numpy as np

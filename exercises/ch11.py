@@ -1,6 +1,6 @@
 """Chapter 11 (the matmul ladder, the Q8_0 GEMV): your answers, numpy models.
 
-Write each function, then check it: pytest tests/exercises -k ch11
+Write each function, then check it: python -m tffedu.exercises ch11
 (the reference answers are in solutions/ch11.py: look once you have tried)
 """
 import numpy as np

@@ -1,6 +1,6 @@
 """Chapter 12 (attention on the GPU): your answers, numpy models of the tiled kernels.
 
-Write each function, then check it: pytest tests/exercises -k ch12
+Write each function, then check it: python -m tffedu.exercises ch12
 (the reference answers are in solutions/ch12.py: look once you have tried)
 """
 import numpy as np

@@ -1,6 +1,6 @@
 """Chapter 13 (the GPU runtime): your answers.
 
-Write each function, then check it: pytest tests/exercises -k ch13
+Write each function, then check it: python -m tffedu.exercises ch13
 (the reference answers are in solutions/ch13.py: look once you have tried)
 """
 from dataclasses import replace

@@ -1,7 +1,7 @@
 """Chapter 14 (sampling): your answers, numpy on one row of logits (float32 in, float32 out;
 filtered tokens get -inf).
 
-Write each function, then check it: pytest tests/exercises -k ch14
+Write each function, then check it: python -m tffedu.exercises ch14
 (the reference answers are in solutions/ch14.py: look once you have tried)
 """
 import numpy as np

@@ -2,7 +2,7 @@
 decode steps each, at most `max_batch` at a time; and mixed steps of chunked prefill and decode
 under a token budget.
 
-Write each function, then check it: pytest tests/exercises -k ch14a
+Write each function, then check it: python -m tffedu.exercises ch14a
 (the reference answers are in solutions/ch14a.py: look once you have tried)
 """
 __all__ = ['continuous_schedule', 'static_steps', 'mixed_schedule']

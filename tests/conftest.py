@@ -18,11 +18,11 @@ import pytest  # noqa: E402
 # the exercise checks (tests/exercises): the `impl` fixture and its four parametrizations
 import sys  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from exercise_harness import impl, pytest_generate_tests, pytest_pyfunc_call  # noqa: E402,F401
+from exercise_harness import (impl, pytest_generate_tests, pytest_pyfunc_call,  # noqa: E402,F401
+                              pytest_terminal_summary)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
-SHARED_DATA = DATA  # the real vocabularies, copied from the team's shared data (see tests/data/README.md)
 
 
 @functools.cache

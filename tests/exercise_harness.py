@@ -1,7 +1,7 @@
 """The exercise checks of tests/exercises/: every test that takes the fixture `impl` runs four ways.
 
-    pytest tests/exercises -k ch05            # all of chapter 05's checks
-    pytest tests/exercises -k "ch05 and yours"  # only your answers
+    python -m tffedu.exercises ch05         # your answers, one line per exercise
+    pytest tests/exercises/test_ch05.py     # all four ways
 
 * `[yours]`     your answer, in exercises/chNN.py (skipped while it still raises NotImplementedError);
 * `[reference]` the reference solution, in solutions/chNN.py: must pass (CI runs it);
@@ -17,6 +17,8 @@ import types
 
 import pytest
 
+from tffedu.exercises import NOT_ANSWERED   # the skip reason that command reads
+
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -27,7 +29,7 @@ FAILS = (AssertionError, NotImplementedError)
 def _chapter(module) -> str:
     return module.__name__.rsplit("test_", 1)[-1]          # tests/exercises/test_ch05.py -> ch05
 
-__all__ = ["pytest_generate_tests", "impl", "pytest_pyfunc_call"]
+__all__ = ["pytest_generate_tests", "impl", "pytest_pyfunc_call", "pytest_terminal_summary"]
 
 
 def _stub(solution) -> types.SimpleNamespace:
@@ -78,5 +80,19 @@ def pytest_pyfunc_call(pyfuncitem):
     except NotImplementedError as e:
         params = getattr(pyfuncitem, "callspec", None)
         if params is not None and params.params.get("impl") == "yours":
-            pytest.skip(f"not answered yet: {e}")
+            pytest.skip(f"{NOT_ANSWERED}: {e}")
         raise
+
+
+def pytest_terminal_summary(terminalreporter):
+    "Unanswered exercises are skips: name them, so that '3 passed' is not read as 'my answers passed'."
+    from tffedu.exercises import YOURS
+    unanswered = {m.groups() for r in terminalreporter.stats.get("skipped", [])
+                  if NOT_ANSWERED in str(r.longrepr) and (m := YOURS.search(r.nodeid))}
+    chapters: dict[str, int] = {}
+    for ch, _, _ in unanswered:
+        chapters["ch" + ch] = chapters.get("ch" + ch, 0) + 1
+    if chapters:
+        terminalreporter.write_sep("-", "exercises not answered yet")
+        terminalreporter.write_line(", ".join(f"{ch} ({n})" for ch, n in sorted(chapters.items())))
+        terminalreporter.write_line("(python -m tffedu.exercises chNN checks your answers one by one)")

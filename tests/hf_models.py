@@ -25,8 +25,8 @@ import torch
 import gguf
 from gguf import GGMLQuantizationType as QT
 
-SHARED_DATA = pathlib.Path(__file__).resolve().parent / "data"  # the real vocabularies
-QWEN2_VOCAB = SHARED_DATA / "ggml-vocab-qwen2.gguf"
+DATA = pathlib.Path(__file__).resolve().parent / "data"  # the real vocabularies (tests/data/README.md)
+QWEN2_VOCAB = DATA / "ggml-vocab-qwen2.gguf"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
                  "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"

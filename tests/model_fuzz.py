@@ -3,7 +3,7 @@ arithmetic, tokenizer fields, chat templates and messages, Hugging Face folders.
 
 Run by tests/test_model_fuzz.py in a subprocess whose address space is capped at its size after
 start-up plus 1 GiB (RLIMIT_AS), so any single allocation over 1 GB fails. Every case must either
-load or raise a TffeduError (anything else is a failure), in under a second. Seeds: small models
+load or raise a TffeduError (anything else is a failure), in under a second of CPU. Seeds: small models
 written by gguf-py and by transformers' save_pretrained (made by the test, passed as a folder).
 
     python tests/model_fuzz.py SEED_FOLDER [--scale 1.0] [--seed 0]   -> one JSON summary line
@@ -29,6 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from gguf_build import build, read_model  # noqa: E402
+from timing import Stopwatch  # noqa: E402
 from tffedu import tokenizer as tk  # noqa: E402
 from tffedu.config import config_from_gguf, config_from_hf, check_tensors, weight_shapes  # noqa: E402
 from tffedu.errors import TffeduError  # noqa: E402
@@ -57,7 +58,7 @@ class Fuzz:
     def case(self, domain: str, what: str, fn):
         s = self.stats.setdefault(domain, {"cases": 0, "accepted": 0, "rejected": {}})
         s["cases"] += 1
-        t0 = time.perf_counter()
+        clock = Stopwatch()
         try:
             fn()
             s["accepted"] += 1
@@ -72,11 +73,10 @@ class Fuzz:
             tb = traceback.format_exc().strip().splitlines()
             self.failures.append(f"{domain}: {what}: {type(e).__name__}: {str(e)[:200]} "
                                  f"({tb[-3].strip() if len(tb) > 2 else ''})")
-        dt = time.perf_counter() - t0
-        if dt > self.slowest[0]:
-            self.slowest = (dt, f"{domain}: {what}")
-        if dt > MAX_CASE_S:
-            self.failures.append(f"{domain}: {what}: took {dt:.2f} s")
+        if clock.cpu > self.slowest[0]:
+            self.slowest = (clock.cpu, f"{domain}: {what}")
+        if slow := clock.over(MAX_CASE_S):
+            self.failures.append(f"{domain}: {what}: {slow}")
 
     # --- random values -----------------------------------------------------------------------
     def value(self, like=None):
@@ -532,7 +532,7 @@ def main():
     print(json.dumps({
         "stats": fz.stats, "failures": fz.failures[:20], "n_failures": len(fz.failures),
         "cases": sum(d["cases"] for d in fz.stats.values()),
-        "slowest_s": round(fz.slowest[0], 4), "slowest": fz.slowest[1][:300],
+        "slowest_cpu_s": round(fz.slowest[0], 4), "slowest": fz.slowest[1][:300],
         "seconds": round(time.perf_counter() - t0, 1), "seconds_per_domain": times,
         "peak_rss_mb": _vm_hwm_mb(), "start_rss_mb": start_rss, "address_space_limit": not a.no_limit}))
 

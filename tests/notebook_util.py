@@ -6,7 +6,10 @@ import ast
 import pathlib
 import re
 
-import nbformat
+import pytest
+
+# the test extra brings it; a GPU machine with only the cuda extra skips the notebook tests
+nbformat = pytest.importorskip("nbformat", reason="reading notebooks needs nbformat (pip install -e '.[test]')")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NBS = ROOT / "notebooks"

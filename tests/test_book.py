@@ -4,6 +4,7 @@
 * no empty cells;
 * the reading order holds: no notebook uses a tffedu module that a later notebook builds
   (read from the notebooks' own imports and the nbdev export map `#| default_exp`);
+* every notebook's title is "NN · Title" (the book's sidebar lists them);
 * every chapter ends with Summary, TFFInfer and us, and Exercises, whose checks exist;
 * the book's table of contents holds every notebook once, in reading order.
 
@@ -105,6 +106,13 @@ def headings(nb) -> list[str]:
             for m in re.finditer(r"^##\s+(.+)$", c.source, re.M)]
 
 
+@per_notebook("title")
+def test_title_is_number_dot_name(stem):
+    "One style in the sidebar: '03a · Quantized blocks ...', the notebook's number first."
+    first = next(c.source for c in read(NB[stem]).cells if c.cell_type == "markdown")
+    assert first.startswith(f"# {stem.split('_')[0]} · "), f"{stem}: title {first.splitlines()[0]!r}"
+
+
 @per_notebook("sections")
 def test_chapter_ends_with_summary_tffinfer_exercises(stem):
     nb = read(NB[stem])
@@ -112,7 +120,9 @@ def test_chapter_ends_with_summary_tffinfer_exercises(stem):
     assert h[-3:] == SECTIONS, f"{stem}: the last three sections are {h[-3:]}, not {SECTIONS}"
     ex = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown").split("## Exercises")[-1]
     key = "ch" + stem.split("_")[0]
-    assert f"-k {key}" in ex, f"{stem}: the exercises do not say how to check them (pytest tests/exercises -k {key})"
+    assert f"python -m tffedu.exercises {key}`" in ex, \
+        f"{stem}: the exercises do not say how to check them (python -m tffedu.exercises {key})"
+    assert "tests/exercises -k" not in ex, f"{stem}: one spelling: `pytest tests/exercises/test_{key}.py`"
     assert (ROOT / "tests" / "exercises" / f"test_{key}.py").exists(), f"no checks for {key}"
     n = len(re.findall(r"^\*\*\d+\.", ex, re.M))
     assert 2 <= n <= 4, f"{stem}: {n} exercises (2-4, numbered **1.** ...)"

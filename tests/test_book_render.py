@@ -3,7 +3,8 @@ chapter page in headless Chromium and check that
 
 * the build gave no warning;
 * every picture the notebook holds is on the page, loaded and drawn (naturalWidth > 0, on screen);
-* no code cell shows an nbdev directive line (`#| export`), and every gpu cell is marked.
+* no code cell shows an nbdev directive line (`#| export`), and every gpu cell is marked;
+* index.html is the first page, drawn with its styles and links (not a redirect).
 
 Needs Debian's chromium and chromium-driver (CI installs them: .ci/run); skipped where they are
 not installed.
@@ -108,3 +109,20 @@ def test_pages_link_the_bibliography(book):
     refs = (html / "book" / "references.html").read_text()
     for key in ("FlashAttention", "PagedAttention", "GGUF", "TFFInfer"):
         assert key in refs, key
+
+
+def test_index_is_the_first_page_not_a_redirect(book, browser):
+    html, _ = book
+    index = (html / "index.html").read_text()
+    assert 'http-equiv="Refresh"' not in index
+    browser.get((html / "index.html").as_uri())
+    title = browser.execute_script("return document.querySelector('h1').innerText;")
+    assert title.startswith("tffedu: an LLM inference engine")
+    styled = browser.execute_script(
+        "return Array.from(document.styleSheets).filter(s => s.href && s.href.includes('_static')).length;")
+    assert styled > 0, "the page's style sheets did not load"
+    links = browser.execute_script(   # the sidebar's chapter links, resolved by the browser
+        "return Array.from(document.querySelectorAll('nav a.reference.internal')).map(a => a.href);")
+    chapters = [h for h in links if "/notebooks/" in h]
+    assert len(chapters) >= len(notebooks())
+    assert all(pathlib.Path(h.split("#")[0].removeprefix("file://")).is_file() for h in chapters)

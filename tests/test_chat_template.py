@@ -1,13 +1,13 @@
 """Chat templates: tffedu renders exactly the strings HF transformers' apply_chat_template renders.
 
 Templates: SmolLM2's (as stored in its GGUF; transformers reads it from the file itself) and
-Qwen3's (../shared/data/qwen3_chat_template.jinja, the real Qwen3-0.6B template).
+Qwen3's (tests/data/qwen3_chat_template.jinja, the real Qwen3-0.6B template).
 """
 import datetime
 
 import pytest
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import DATA
 from tests.tokenizer_oracle import hf_fast_tokenizer
 from tffedu.errors import TokenizerError
 from tffedu.tokenizer import Tokenizer, bytes_to_unicode, load_tokenizer, render_chat_template
@@ -22,8 +22,8 @@ def smol():
 
 @pytest.fixture(scope="module")
 def qwen3():
-    path = SHARED_DATA / "ggml-vocab-qwen2.gguf"
-    template = (SHARED_DATA / "qwen3_chat_template.jinja").read_text()
+    path = DATA / "ggml-vocab-qwen2.gguf"
+    template = (DATA / "qwen3_chat_template.jinja").read_text()
     return load_tokenizer(path), hf_fast_tokenizer(path), template
 
 

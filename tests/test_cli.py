@@ -1,4 +1,4 @@
-"""The `tffedu` command: output on stdout, one-line errors on stderr, exit codes (API.md)."""
+"""The `tffedu` command: output on stdout, one-line errors on stderr, exit codes (the public contract)."""
 import json
 import subprocess
 import sys
@@ -62,6 +62,48 @@ def test_chat_streams_replies_turn_by_turn(tiny):
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("> ") == 3                  # two turns, then the empty line ends it
     assert "<|im_end|>" not in r.stdout
+
+
+def test_chat_marks_a_reply_cut_by_the_length_limit(tiny):
+    "The marker and the note appear exactly when the engine says the reply ended at -n tokens."
+    m = tffedu.load(tiny)
+    prompt = m.tokenizer.apply_chat_template([{"role": "user", "content": "hello"}],
+                                             add_generation_prompt=True, enable_thinking=False)
+    ids = m.tokenizer.encode(prompt, special=True)
+    for n in (3, 40):
+        cut = m.generate(ids, max_new_tokens=n).stop_reason == "length"
+        r = tffedu_cmd("chat", "-m", tiny, "-n", n, "--no-think", stdin="hello\n\n")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.rstrip().endswith("[...]\n>") == cut, r.stdout
+        assert (f"cut at {n} tokens (-n N raises the limit)" in r.stderr) == cut, r.stderr
+    assert m.generate(ids, max_new_tokens=3).stop_reason == "length"
+
+
+def test_inspect_takes_the_default_model(tiny, monkeypatch, capsys):
+    from tffedu import assets, cli
+    monkeypatch.setattr(assets, "default_model_path", lambda quiet=False: tiny)
+    assert cli.main(["inspect"]) == 0
+    assert str(tiny) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, code, words", [
+    (["generate", "-n", "8"], 2, "give a prompt"),
+    (["generate", ""], 2, "give a prompt"),
+    (["chat", "-m", "no/such/model.gguf"], 1, "no/such/model.gguf: no such file or folder"),
+    (["bench", "-m", "no/such/folder", "--device", "cuda"], 1, "no such file or folder"),
+])
+def test_arguments_are_checked_before_any_model_is_loaded(monkeypatch, capsys, args, code, words):
+    from tffedu import assets, cli
+
+    def no(*a, **k):
+        raise AssertionError("a model was loaded or fetched before the arguments were checked")
+    monkeypatch.setattr(assets, "default_model_path", no)
+    monkeypatch.setattr(cli, "_load", no)
+    try:
+        got = cli.main(args)
+    except SystemExit as e:           # argparse's own errors exit with status 2
+        got = e.code
+    assert got == code and words in capsys.readouterr().err
 
 
 def test_bench_prints_rates(tiny):

@@ -1,5 +1,5 @@
 """Every `tffedu` subcommand, given each kind of malformed input, prints one line on stderr and exits
-non-zero (issue 10; API.md). In-process through `cli.main` for speed; through a real process
+non-zero (issue 10; the public contract). In-process through `cli.main` for speed; through a real process
 where it matters (undecodable argv bytes, a FIFO that must not block, non-UTF-8 stdin)."""
 import io
 import json
@@ -12,7 +12,7 @@ import pytest
 
 from gguf_build import build, read_model
 from hf_models import tiny_qwen3, write_gguf
-from tests.conftest import SHARED_DATA
+from tests.conftest import DATA
 from tffedu import cli
 from tffedu.gguf import ValueType as V
 
@@ -121,7 +121,7 @@ BAD_FLAGS = {
                  ["--seed", str(2**64)], ["--device", "tpu"], ["--nope"], ["-p", "a", "b"]],
     "chat": [["-n", "0"], ["--temp", "nan"], ["--seed", "x"], ["--device", "tpu"], ["--think", "x"]],
     "bench": [["-p", "x"], ["-n", "-1"], ["--device", "tpu"]],
-    "inspect": [[], ["a", "b"]],
+    "inspect": [["a", "b"], ["--nope"]],
 }
 
 
@@ -141,7 +141,7 @@ def test_no_subcommand(capsys, monkeypatch):
 
 def test_inspect_still_reads_vocabulary_only_files(capsys, monkeypatch):
     "Not malformed: inspect reports a file tffedu cannot run, and says why."
-    code, out, err = run_main(capsys, monkeypatch, ["inspect", SHARED_DATA / "ggml-vocab-qwen2.gguf"])
+    code, out, err = run_main(capsys, monkeypatch, ["inspect", DATA / "ggml-vocab-qwen2.gguf"])
     assert code == 0 and "config: not a model tffedu runs" in out
 
 

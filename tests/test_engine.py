@@ -109,6 +109,21 @@ def test_stream_pieces_join_to_the_text(model):
     assert engine_of(model).busy is False
 
 
+def test_stream_returns_the_finish_reason(model):
+    "The generator's return value is what generate() reports: length, a stop string, or an EOS."
+    prompt = prompts_of(model, 1, np.random.default_rng(7))[0]
+    full = model.generate(prompt, max_new_tokens=12, ignore_eos=True)
+    cases = [dict(max_new_tokens=5), dict(max_new_tokens=12, stop=[full.text[-3:]]), dict(max_new_tokens=40)]
+    for kw in cases:
+        gen, pieces = model.stream(prompt, **kw), []
+        with pytest.raises(StopIteration) as end:
+            while True:
+                pieces.append(next(gen))
+        ref = model.generate(prompt, **kw)
+        assert end.value.value == ref.stop_reason and "".join(pieces) == ref.text, kw
+    assert model.generate(prompt, max_new_tokens=5).stop_reason == "length"
+
+
 def test_stream_stopped_early_frees_pages(model):
     eng = engine_of(model, page_size=4)
     gen = model.stream("the cat", max_new_tokens=50, ignore_eos=True)

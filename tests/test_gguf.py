@@ -12,7 +12,7 @@ from gguf import GGUFValueType as V
 from tffedu.errors import GGUFError
 from tffedu.gguf import GGUFFile, ValueType
 from tffedu.quant import DEQUANTIZE
-from conftest import SHARED_DATA
+from conftest import DATA
 from gguf_util import (ALL_SCALAR_TYPES, BLOCKS, build_gguf, gguf_kv, gguf_string,
                        gguf_tensor_info, random_blocks, set_version, smollm2_reader, write_gguf)
 
@@ -76,7 +76,7 @@ def test_smollm2_dequantize_sample():
 @pytest.mark.slow  # gguf-py's reader takes ~12 s on a 150k-token vocabulary
 @pytest.mark.parametrize("name", ["ggml-vocab-qwen2.gguf", "ggml-vocab-llama-bpe.gguf"])
 def test_vocab_files_equal_gguf_py(name):
-    path = SHARED_DATA / name
+    path = DATA / name
     if not path.exists():
         pytest.skip(f"{path} not present")
     assert_same_as_gguf_py(path)
@@ -274,6 +274,17 @@ def test_inspect_report_matches_gguf_py():
     assert f"{len(ref.tensors)} tensors" in " ".join(total.split())
     assert f"{sum(t.n_elements for t in ref.tensors):,} weights" in total
     assert "tied_embeddings  True" in text
+
+
+def test_inspect_lists_tensors_in_block_order(tmp_path):
+    "blk.2 before blk.10 in the report, whatever order the file (or a text sort) has them in."
+    import re
+    from tffedu.modelfile import inspect_model
+    names = [f"blk.{i}.attn_q.weight" for i in (10, 2, 0, 11, 1)] + ["output.weight", "blk.3.ffn.weight"]
+    path = write_gguf(tmp_path / "o.gguf", {}, {n: np.zeros(32, np.float32) for n in names})
+    listed = [line.split()[0] for line in inspect_model(path).splitlines() if line.startswith("  blk.")]
+    blocks = [int(re.match(r"blk\.(\d+)", n).group(1)) for n in listed]
+    assert blocks == sorted(blocks) == [0, 1, 2, 3, 10, 11]
 
 
 def test_inspect_cli(tmp_path):

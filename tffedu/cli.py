@@ -90,15 +90,16 @@ def cmd_inspect(args):
     from .config import SUPPORTED_ARCHS
     from .gguf import GGUFFile
     from .modelfile import detect_format, inspect_model, open_model
-    print(inspect_model(args.model), flush=True)
+    path = _model_path(args.model)
+    print(inspect_model(path), flush=True)
     # the report shows any well-formed file (vocabulary-only, other architectures); a file with
     # the weights of a model tffedu runs must also pass open_model's checks, or the status says so
-    if detect_format(args.model) == "gguf":
-        with GGUFFile(args.model) as f:
+    if detect_format(path) == "gguf":
+        with GGUFFile(path) as f:
             if f.metadata.get("general.architecture") not in SUPPORTED_ARCHS or \
                     not any(n.startswith("blk.") for n in f.tensors):
                 return
-    open_model(args.model).close()
+    open_model(path).close()
 
 
 def _read_line(prompt: str, turn: int):
@@ -135,14 +136,21 @@ def cmd_chat(args):
 def _chat_turn(model, tok, messages, args, extra, hidden):
     """Stream one reply. While the conversation does not fit the context, the oldest turn (a user
     message and its reply) is forgotten, not the conversation; a message that cannot fit even
-    alone is dropped with a one-line note (None), and the chat goes on."""
+    alone is dropped with a one-line note (None), and the chat goes on. A reply cut by the
+    length limit ends with " [...]" and a note on stderr that says how to raise it."""
     from .errors import ContextOverflowError
     while True:
         prompt = tok.apply_chat_template(messages, add_generation_prompt=True, **extra)
         reply = []
         try:
-            for piece in model.stream(tok.encode(prompt, special=True), max_new_tokens=args.n,
-                                      temperature=args.temp, seed=args.seed):
+            pieces = model.stream(tok.encode(prompt, special=True), max_new_tokens=args.n,
+                                  temperature=args.temp, seed=args.seed)
+            while True:
+                try:
+                    piece = next(pieces)
+                except StopIteration as end:      # the generator returns its stop reason
+                    stopped = end.value
+                    break
                 if piece not in hidden:
                     reply.append(piece)
                     print(piece, end="", flush=True)
@@ -158,7 +166,12 @@ def _chat_turn(model, tok, messages, args, extra, hidden):
             print("tffedu chat: the conversation no longer fits the context: the oldest turn is "
                   "forgotten", file=sys.stderr)
             continue
-        print()
+        if stopped == "length":
+            print(" [...]", flush=True)
+            print(f"tffedu chat: the reply was cut at {args.n} tokens (-n N raises the limit)",
+                  file=sys.stderr)
+        else:
+            print()
         return "".join(reply).strip()
 
 
@@ -251,7 +264,8 @@ def build_parser():
     c.set_defaults(fn=cmd_chat)
 
     i = sub.add_parser("inspect", help="metadata and tensor table of a model file")
-    i.add_argument("model")
+    i.add_argument("model", nargs="?", metavar="MODEL",
+                   help="GGUF file or HF folder (default: SmolLM2-135M-Instruct)")
     i.set_defaults(fn=cmd_inspect)
 
     b = sub.add_parser("bench", help="prefill and decode tokens/s")
@@ -289,16 +303,29 @@ def _one_line(e: BaseException) -> str:
     return msg.splitlines()[0] if msg else type(e).__name__
 
 
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    sub = parser._subparsers._group_actions[0].choices[args.cmd]   # for its error(): 'see tffedu generate -h'
+def _check_before_loading(sub, args):
+    """What can be checked in a millisecond is checked before a model is loaded (seconds) or the
+    default model fetched (minutes, the first time)."""
     _check_text_args(sub, args)
     if args.cmd == "generate":
         if args.prompt is not None and args.prompt_pos is not None:
             sub.error("give the prompt once: positionally or with -p")
-        args.prompt = args.prompt if args.prompt is not None else (args.prompt_pos or "")
+        args.prompt = args.prompt if args.prompt is not None else args.prompt_pos
+        if not args.prompt:
+            sub.error('give a prompt: tffedu generate "TEXT" (or -p TEXT)')
+    if args.model is not None and not os.path.exists(args.model):
+        raise ModelError(f"{args.model}: no such file or folder")
+    if getattr(args, "device", "cpu") == "cuda":
+        from .device import cuda_context
+        cuda_context()                 # DeviceError with the reason: no PyCUDA, no driver, no GPU
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    sub = parser._subparsers._group_actions[0].choices[args.cmd]   # for its error(): 'see tffedu generate -h'
     try:
+        _check_before_loading(sub, args)
         args.fn(args)
     except BrokenPipeError:            # `tffedu inspect m.gguf | head`: the reader left, not an error
         sys.stdout = open(os.devnull, "w")

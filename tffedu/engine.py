@@ -529,7 +529,9 @@ def generate_batch(model, prompts, max_new_tokens: int = 64, stop=None,
 
 def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool = False,
            **sampling):
-    "Yield the new text piece by piece as it is generated (never half a UTF-8 character)."
+    """Yield the new text piece by piece as it is generated (never half a UTF-8 character). The
+    generator returns why it stopped, as `Generation.stop_reason` says it ("eos", "length",
+    "stop"): `StopIteration.value`, or `reason = yield from model.stream(...)` in a generator."""
     params = _sampling(**sampling)
     _check_max_new(max_new_tokens, minimum=1)
     stops = _stop_list(stop)
@@ -551,6 +553,7 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
             eng.step()
         if tail := dec.flush():
             yield tail
+        return req.finish_reason
     finally:                                         # a consumer that stops early frees the pages
         eng.cancel(req)
 

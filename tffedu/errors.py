@@ -1,4 +1,4 @@
-"""Every error tffedu raises on purpose derives from `TffeduError` (see API.md).
+"""Every error tffedu raises on purpose derives from `TffeduError`.
 
 Not a chapter of its own: each chapter raises the class that names its layer, so a user can
 catch one base class, or a narrow one, and the message always says what was wrong.
@@ -36,7 +36,7 @@ class ShapeError(TffeduError, ValueError):
 class GGUFError(TffeduError, ValueError):
     """A malformed or unsupported model file; the message names the key or byte offset.
 
-    API.md promises this class for every malformed model file, whatever its format, so the
+    The public API promises this class for every malformed model file, whatever its format, so the
     classes named for other formats and layers of a model file below derive from it."""
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from .config import check_tensors, config_from_gguf
 from .errors import GGUFError
 from .gguf import GGUF_MAGIC, GGUFFile, ValueType, open_regular
-from .safetensors import HFModel, inspect_hf
+from .safetensors import HFModel, inspect_hf, natural_order
 
 # %% auto #0
 __all__ = ['detect_format', 'GGUFModel', 'open_model', 'inspect_model']
@@ -105,7 +105,7 @@ def inspect_model(path, max_tensors: int | None = None) -> str:
             label, text = _fmt_value(v, f.metadata_types[k])
             lines.append(f"  {k[:42]:<42} {label:<16} {text}")
         lines += ["", "tensors:", f"  {'name':<34} {'type':<6} {'shape':<18} {'bytes':>12}"]
-        infos = list(f.tensors.values())
+        infos = [f.tensors[n] for n in natural_order(f.tensors)]
         for ti in infos[:max_tensors]:
             lines.append(f"  {ti.name[:34]:<34} {ti.type_name:<6} {str(list(ti.shape)):<18} "
                          f"{ti.nbytes:>12,}")

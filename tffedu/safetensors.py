@@ -22,7 +22,7 @@ from .quant import dequantize
 
 # %% auto #0
 __all__ = ['MAX_HEADER', 'MAX_RANK', 'MAX_JSON', 'ST_DTYPES', 'HF_TO_GGUF', 'STEntry', 'SafetensorsFile', 'gguf_name',
-           'permute_qk', 'HFModel', 'inspect_hf']
+           'permute_qk', 'HFModel', 'natural_order', 'inspect_hf']
 
 # %% ../notebooks/03c_safetensors.ipynb #6a458b28
 MAX_HEADER = 100 * 1024 * 1024   # the safetensors spec caps the JSON header at 100 MB
@@ -321,6 +321,12 @@ HFModel.tensor = _tensor
 HFModel.float32 = _float32
 
 # %% ../notebooks/03c_safetensors.ipynb #b2fdce8b
+def natural_order(names) -> list[str]:
+    "Tensor names as a reader counts blocks: blk.2 before blk.10 (digit runs compare as numbers)."
+    return sorted(names, key=lambda n: [(0, int(p), "") if p.isdigit() else (1, 0, p)
+                                        for p in re.split(r"(\d+)", n)])
+
+
 def inspect_hf(path) -> str:
     "The `tffedu inspect` report for a HF folder or .safetensors file."
     with HFModel(path) as m:
@@ -331,7 +337,7 @@ def inspect_hf(path) -> str:
         lines += ["", "tensors:", f"  {'name (GGUF)':<30} {'HF name':<48} {'type':<5} "
                                   f"{'shape':<14} {'bytes':>12}"]
         total = 0
-        for n in m.tensor_names:
+        for n in natural_order(m.tensor_names):
             f, hf = m._get(n)
             st = f.tensors[hf]
             total += st.nbytes

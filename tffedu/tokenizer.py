@@ -545,6 +545,30 @@ def _size(x) -> int:
     return len(x) if isinstance(x, (str, bytes, list, tuple, dict)) else 0
 
 
+def _printed(x, limit: int = MAX_RENDER_CHARS) -> int:
+    """About how many characters `{{ x }}` prints for a str, list, tuple or dict (0 for other
+    values, as `_size`), counted only until past `limit`, so that measuring a huge list costs
+    little: `messages * 10**6` is 1M elements but 35M characters, and printing it would take
+    seconds before the output bound saw it."""
+    if not isinstance(x, (list, tuple, dict)):
+        return _size(x)
+    total, todo = 0, [x]
+    while todo and total <= limit:
+        v = todo.pop()
+        if isinstance(v, (str, bytes)):
+            total += len(v) + 2                    # and its quotes
+        elif isinstance(v, dict):                  # braces, and ": " and ", " per item
+            total += 2 + 4 * len(v)
+            todo.extend(list(v)[:limit // 4])
+            todo.extend(list(v.values())[:limit // 4])
+        elif isinstance(v, (list, tuple)):         # brackets, and ", " per element
+            total += 2 + 2 * len(v)
+            todo.extend(v[:limit // 2])
+        else:
+            total += 8
+    return total
+
+
 def _check_size(x, what: str):
     if _size(x) > MAX_RENDER_CHARS:
         raise _TemplateLimit(f"{what} would be {_size(x)} long (at most {MAX_RENDER_CHARS})")
@@ -646,8 +670,8 @@ def _jinja_env():
             intercepted_binops = frozenset({"*", "**", "+", "%", "//"})
 
             def call_binop(self, context, operator, left, right):
-                if operator == "*" and isinstance(right, int) and _size(left) * max(right, 0) > MAX_RENDER_CHARS \
-                        or operator == "*" and isinstance(left, int) and _size(right) * max(left, 0) > MAX_RENDER_CHARS:
+                if operator == "*" and isinstance(right, int) and _printed(left) * max(right, 0) > MAX_RENDER_CHARS \
+                        or operator == "*" and isinstance(left, int) and _printed(right) * max(left, 0) > MAX_RENDER_CHARS:
                     raise _TemplateLimit(f"repeating a sequence that many times would exceed {MAX_RENDER_CHARS}")
                 ints = [v for v in (left, right) if isinstance(v, int) and not isinstance(v, bool)]
                 if operator == "*" and len(ints) == 2 and sum(abs(v).bit_length() for v in ints) > MAX_INT_BITS:

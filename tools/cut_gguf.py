@@ -4,7 +4,8 @@ metadata but `<arch>.block_count`, written with gguf-py so HF transformers and l
 
     python tools/cut_gguf.py SRC.gguf DST.gguf --layers 2
 
-Used to carry real weights to the GPU machine, whose working tree is limited in size.
+tests/test_gpu_model.py checks real weights on the GPU with such a cut (small, and HF transformers
+loads it in a second).
 """
 import argparse
 import re

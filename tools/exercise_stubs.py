@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def stub_source(ch: str) -> str:
     tree = ast.parse((ROOT / "solutions" / f"{ch}.py").read_text())
     doc = ast.get_docstring(tree).replace("reference solutions", "your answers")
-    out = [f'"""{doc}\n\nWrite each function, then check it: pytest tests/exercises -k {ch}\n'
+    out = [f'"""{doc}\n\nWrite each function, then check it: python -m tffedu.exercises {ch}\n'
            f'(the reference answers are in solutions/{ch}.py: look once you have tried)\n"""']
     out += [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     out += [ast.unparse(n) for n in tree.body

@@ -5,7 +5,10 @@
   disappears, and an exported cell gets a note saying which module of the package it becomes.
 * cells tagged `gpu` get a visible note: they run only where PyCUDA finds an NVIDIA GPU, and the
   output shown is the one from the GPU machine.
+* the site's index.html is the first page itself, not a redirect to it (a meta refresh that some
+  renderers and link previews show as a blank page).
 """
+import pathlib
 import re
 
 from docutils import nodes
@@ -53,7 +56,20 @@ def tidy_cells(app, doctree):
                 cell.insert(0, _note(f"exported to {path}", "export-note"))
 
 
+def write_index(app, exception):
+    """index.html = the root page (book/intro.html) with a <base> element, so that its relative
+    links resolve from where that page lives. Runs before sphinx-external-toc's build-finished
+    hook, which then leaves the file alone (it writes its redirect only where none exists)."""
+    root = app.config.root_doc
+    page = pathlib.Path(app.outdir) / f"{root}.html"
+    if exception is not None or app.builder.name != "html" or root == "index" or not page.is_file():
+        return
+    html = page.read_text("utf-8").replace("<head>", f'<head>\n<base href="{root}.html">', 1)
+    (pathlib.Path(app.outdir) / "index.html").write_text(html, "utf-8")
+
+
 def setup(app):
     app.connect("doctree-read", tidy_cells)
+    app.connect("build-finished", write_index, priority=400)
     app.add_css_file("tffedu.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
