@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import tffedu.engine
+import tffedu.runtime
 import tffedu.model
 from tffedu.engine import Engine, engine_of, generate_batch, stream
 from tffedu.errors import ContextOverflowError, EngineError, SamplingError
@@ -432,3 +433,25 @@ def test_last_captured_is_the_bucket_run_last(model):
     assert run.last_captured("prefill")[1] == "graph ('prefill', 64, 1, 8)"
     del run.captured[("decode", 4, 4, 8)]                    # built but never captured: skipped
     assert run.last_captured("decode")[0] == "ex ('decode', 2, 2, 8)"
+
+
+def test_a_failing_step_names_its_methods(model, monkeypatch):
+    """help(Engine) lists every method under its own name (no `step = _step(self)`), and a
+    traceback from inside a decode step names Engine.step and ModelRunner.launch."""
+    import pydoc
+    import traceback
+    text = pydoc.render_doc(Engine, renderer=pydoc.plaintext)
+    assert " = _" not in text
+    for name in ("add", "cancel", "check", "logits", "run", "step"):
+        assert getattr(Engine, name).__qualname__ == f"Engine.{name}" and f"|  {name}(self" in text
+    eng = Engine(model)
+    eng.add([1, 2, 3], max_new_tokens=4)
+    eng.step()                                            # the prefill
+
+    def broken_kernel(self, *args, **kwargs):
+        raise RuntimeError("a kernel failed")
+    monkeypatch.setattr(tffedu.runtime.Executor, "launch", broken_kernel)
+    with pytest.raises(RuntimeError) as failed:
+        eng.step()                                        # a decode step
+    frames = [f.f_code.co_qualname for f, _ in traceback.walk_tb(failed.value.__traceback__)]
+    assert "Engine.step" in frames and "ModelRunner.launch" in frames, frames

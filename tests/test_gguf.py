@@ -11,7 +11,7 @@ from gguf import GGUFValueType as V
 
 from tffedu.errors import GGUFError
 from tffedu.gguf import GGUFFile, ValueType
-from tffedu.quant import DEQUANTIZE
+from tffedu.quant import DEQUANTIZE, dequantize_tensor
 from conftest import DATA
 from gguf_util import (ALL_SCALAR_TYPES, BLOCKS, build_gguf, gguf_kv, gguf_string,
                        gguf_tensor_info, random_blocks, set_version, smollm2_reader, write_gguf)
@@ -47,7 +47,7 @@ def assert_same_as_gguf_py(path, dequant=True, ref=None):
             assert raw.tobytes() == t.data.tobytes(), t.name
             if dequant and ti.type_name in DEQUANTIZE:
                 want = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
-                got = f.dequantize(t.name)
+                got = dequantize_tensor(f, t.name)
                 assert got.shape == want.shape == ti.shape
                 assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), t.name
     return ref
@@ -70,7 +70,7 @@ def test_smollm2_dequantize_sample():
     with GGUFFile(smollm2_path) as f:
         for name, t in seen.items():
             want = gguf.quants.dequantize(t.data, t.tensor_type)
-            assert np.array_equal(f.dequantize(t.name).view(np.uint32), want.view(np.uint32)), name
+            assert np.array_equal(dequantize_tensor(f, t.name).view(np.uint32), want.view(np.uint32)), name
 
 
 @pytest.mark.slow  # gguf-py's reader takes ~12 s on a 150k-token vocabulary
@@ -119,7 +119,7 @@ def test_writer_file_equals_gguf_py(tmp_path, alignment):
         assert [x.tolist() for x in nested] == [[1, 2], [3], [4, 5, 6]]
         assert f.metadata["t.arr_nested_str"] == [["x", "y"], ["z"]]
         assert f.tensors["t.4d"].shape == (2, 3, 4, 5)
-        np.testing.assert_array_equal(f.dequantize("t.4d"), _tensors(np.random.default_rng(0))["t.4d"])
+        np.testing.assert_array_equal(dequantize_tensor(f, "t.4d"), _tensors(np.random.default_rng(0))["t.4d"])
         assert f.alignment == (alignment or 32)
 
 

@@ -11,7 +11,7 @@ from gguf import GGUFValueType as V
 from tffedu.errors import GGUFError
 from tffedu.gguf import GGUFFile
 from tffedu.modelfile import inspect_model
-from tffedu.quant import DEQUANTIZE
+from tffedu.quant import DEQUANTIZE, dequantize_tensor
 from gguf_util import random_blocks, write_gguf
 from timing import Stopwatch
 
@@ -56,7 +56,7 @@ class Runner:
                     f.raw(name)
                     if ti.type_name in DEQUANTIZE:
                         with np.errstate(all="ignore"):
-                            f.dequantize(name)
+                            dequantize_tensor(f, name)
                     try:
                         f.tensor(name)
                     except GGUFError:

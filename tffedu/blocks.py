@@ -3,7 +3,11 @@
 # %% ../notebooks/05b_blocks.ipynb #b391ab77
 """Transformer blocks as graph builders (chapter 05b): the attention and SwiGLU halves of a
 Qwen3/Llama layer, shared by the stand-alone layer graphs of chapters 05-06 and the model
-creators of chapter 08."""
+creators of chapter 08.
+
+`attention_block` and `ffn_block` add a layer's nodes to a `Graph`; two hooks let a caller choose
+where the weights come from (`weight`) and how attention reads its keys and values (`attend`:
+causal over the step by default, a paged KV cache in chapter 09)."""
 from __future__ import annotations
 
 from .graph import Graph, Node

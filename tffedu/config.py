@@ -2,7 +2,11 @@
 
 # %% ../notebooks/03b_config.ipynb #7d5746c3
 """ModelConfig from GGUF keys or a HF config.json, checked: every field's type and range, and the
-tensors of a model file against it (chapter 03b). Pure: dicts in, no files opened."""
+tensors of a model file against it (chapter 03b). Pure: dicts in, no files opened.
+
+`config_from_gguf(metadata)` and `config_from_hf(config_json)` build the same `ModelConfig`;
+`weight_shapes(config)` names every tensor the model needs with its shape, and `check_tensors`
+compares a file's tensors with that list before anything is built."""
 from __future__ import annotations
 
 import math

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ContextOverflowError, EngineError, KVCacheError, ModelError, SamplingError
+from .factory import patch
 from .kvcache import KVCache
 from . import model as _model
 from .model import Generation, _stop_list
@@ -145,7 +146,8 @@ class Engine:
         return (f"Engine({len(self.running)} running, {len(self.waiting)} waiting, {self.cache!r})")
 
 # %% ../notebooks/14a_engine.ipynb #5478823e
-def _check(self, prompt: list[int], max_new_tokens: int) -> None:
+@patch
+def check(self: Engine, prompt: list[int], max_new_tokens: int) -> None:
     "Raise, before any work, if this request could never run."
     n = len(prompt) + max_new_tokens
     if n > self.model.n_ctx:
@@ -157,7 +159,8 @@ def _check(self, prompt: list[int], max_new_tokens: int) -> None:
                            f"cache has {self.cache.num_pages}")
 
 
-def _add(self, prompt: list[int], params: SamplingParams | None = None,
+@patch
+def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
          max_new_tokens: int = 64, stops=(), ignore_eos: bool = False) -> Request:
     "Queue a request (prompt as token ids); it joins the batch at a later step."
     params = params or SamplingParams()
@@ -174,7 +177,8 @@ def _add(self, prompt: list[int], params: SamplingParams | None = None,
     return req
 
 
-def _cancel(self, req: Request) -> None:
+@patch
+def cancel(self: Engine, req: Request) -> None:
     "Drop a request wherever it is; its pages go back to the cache."
     with self.lock:
         if req in self.waiting:
@@ -202,18 +206,15 @@ def _token_ids(prompt, vocab_size: int) -> list[int]:
         raise SamplingError(f"token id {out[0]} is outside the vocabulary [0, {vocab_size})")
     return ids
 
-
-Engine.check = _check
-Engine.add = _add
-Engine.cancel = _cancel
-
 # %% ../notebooks/14a_engine.ipynb #c1a0d002
-def _prefilling(self, req: Request) -> bool:
+@patch
+def _prefilling(self: Engine, req: Request) -> bool:
     "Admitted, but tokens of its sequence in the cache are not computed yet: its prompt is in chunks."
     return self.cache.n_computed(req.rid) < self.cache.seq_len(req.rid)
 
 
-def _schedule_decodes(self, step: Step) -> None:
+@patch
+def _schedule_decodes(self: Engine, step: Step) -> None:
     "A row of one token for every running sequence that is fully prefilled, oldest first."
     for req in [r for r in self.running if not self._prefilling(r)]:
         while req in self.running and self.cache.extend_cost(req.rid) > self.cache.n_free_pages:
@@ -225,20 +226,17 @@ def _schedule_decodes(self, step: Step) -> None:
     step.n_decode = len(step.reqs)
 
 
-def _preempt(self, victim: Request) -> None:
+@patch
+def _preempt(self: Engine, victim: Request) -> None:
     "Free a running request's pages; it goes back to the front of the queue and restarts later."
     self.running.remove(victim)
     self.cache.free(victim.rid)
     self.waiting.appendleft(victim)
     self.stats["preempted"] += 1
 
-
-Engine._prefilling = _prefilling
-Engine._schedule_decodes = _schedule_decodes
-Engine._preempt = _preempt
-
 # %% ../notebooks/14a_engine.ipynb #c1a0d004
-def _schedule_prefills(self, step: Step) -> None:
+@patch
+def _schedule_prefills(self: Engine, step: Step) -> None:
     "Fill what is left of the token budget with prompt chunks: started prompts first, then new ones."
     budget = self.token_budget - step.n_decode
     for req in [r for r in self.running if r not in step.reqs]:    # the decode rows took the rest
@@ -260,19 +258,17 @@ def _schedule_prefills(self, step: Step) -> None:
         budget -= step.chunks[-1]
 
 
-def _schedule(self) -> Step | None:
+@patch
+def _schedule(self: Engine) -> Step | None:
     "This step's rows: a decode row for every running sequence, then prefill chunks in the budget."
     step = Step()
     self._schedule_decodes(step)
     self._schedule_prefills(step)
     return step if step.reqs else None
 
-
-Engine._schedule_prefills = _schedule_prefills
-Engine._schedule = _schedule
-
 # %% ../notebooks/14a_engine.ipynb #24627c63
-def _launch(self, step: Step, logits: bool = False, ids_from_last: bool = False):
+@patch
+def _launch(self: Engine, step: Step, logits: bool = False, ids_from_last: bool = False):
     "Queue the step on the runner (logits if asked, or if a request that samples here needs them)."
     kind = "decode" if all(n == 1 for n in step.chunks) and self.runner.decode_kernel else "prefill"
     need_logits = logits or any(s and not _greedy(r.params) for r, s in zip(step.reqs, step.samples))
@@ -280,7 +276,8 @@ def _launch(self, step: Step, logits: bool = False, ids_from_last: bool = False)
     return self.runner.launch(kind, feed, logits=need_logits, ids_from_last=ids_from_last)
 
 
-def _read(self, step: Step, pending) -> tuple[np.ndarray, np.ndarray | None]:
+@patch
+def _read(self: Engine, step: Step, pending) -> tuple[np.ndarray, np.ndarray | None]:
     """Wait for a launched step: greedy token ids [B] and, if it computed them, logits [B, V] of the
     last new token of every request in it; its tokens are computed now (of the requests still here)."""
     out = pending.result()
@@ -291,13 +288,15 @@ def _read(self, step: Step, pending) -> tuple[np.ndarray, np.ndarray | None]:
     return out["next_ids"][:B], (None if logits is None else logits[:B])
 
 
-def _forward(self, step: Step, logits: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+@patch
+def _forward(self: Engine, step: Step, logits: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Greedy token ids [B] and, if a request that samples in this step needs them (or `logits`),
     logits [B, V] of the last new token of every request in the step."""
     return self._read(step, self._launch(step, logits))
 
 
-def _logits(self, ids) -> np.ndarray:
+@patch
+def logits(self: Engine, ids) -> np.ndarray:
     "float32 logits [len(ids), V] of every position of a fresh prefill (no cached prefix, none left)."
     ids = _token_ids(ids, self.model.config.vocab_size)
     if len(ids) > self.model.n_ctx:
@@ -317,14 +316,9 @@ def _greedy(p: SamplingParams) -> bool:
     "The graph's argmax is this request's token: greedy, and no penalty changes the logits."
     return p.greedy and p.repetition_penalty == 1.0
 
-
-Engine._launch = _launch
-Engine._read = _read
-Engine._forward = _forward
-Engine.logits = _logits
-
 # %% ../notebooks/14a_engine.ipynb #33c6e41e
-def _step(self) -> list[tuple[Request, int]]:
+@patch
+def step(self: Engine) -> list[tuple[Request, int]]:
     """One step: schedule, launch, (queue the next decode step,) read, sample. Returns the
     (request, new token) pairs."""
     with self.lock:
@@ -358,7 +352,8 @@ def _step(self) -> list[tuple[Request, int]]:
         return out
 
 
-def _take_ahead(self) -> tuple:
+@patch
+def _take_ahead(self: Engine) -> tuple:
     """(step, pending, whole): the queued decode step, without the rows of requests that ended (or
     were cancelled) since it was queued — their rows were computed for nothing; `whole` if none
     was dropped. (None, None, False) if there is none, or nothing left of it."""
@@ -375,7 +370,8 @@ def _take_ahead(self) -> tuple:
     return kept, Pending({"next_ids": ids[live]}), False
 
 
-def _go_ahead(self, step: Step):
+@patch
+def _go_ahead(self: Engine, step: Step):
     """Queue the decode step after `step` before its tokens are read: each row's token id is the one
     `step` samples, copied on the device (`ids_from_last`); its slot is reserved now and gets the
     token once it is known. Only where nothing can change the batch but an end of text: a decode
@@ -393,7 +389,8 @@ def _go_ahead(self, step: Step):
     return nxt, self._launch(nxt, ids_from_last=True)
 
 
-def _count(self, step: Step) -> None:
+@patch
+def _count(self: Engine, step: Step) -> None:
     "The step's row counts into `stats`, its rows into `history`."
     st = self.stats
     st["steps"] += 1
@@ -407,14 +404,9 @@ def _count(self, step: Step) -> None:
     if len(self.history) > 2 * HISTORY_STEPS:          # a long-lived engine must not grow without end
         del self.history[:-HISTORY_STEPS]
 
-
-Engine.step = _step
-Engine._take_ahead = _take_ahead
-Engine._go_ahead = _go_ahead
-Engine._count = _count
-
 # %% ../notebooks/14a_engine.ipynb #c1a0d006
-def _maybe_finish(self, req: Request, tok: int, now: float) -> None:
+@patch
+def _maybe_finish(self: Engine, req: Request, tok: int, now: float) -> None:
     if tok in self.model.eos_ids and not req.ignore_eos:
         req.finish_reason = "eos"
     elif len(req.tokens) >= req.max_new_tokens:
@@ -427,7 +419,8 @@ def _maybe_finish(self, req: Request, tok: int, now: float) -> None:
         self.cache.free(req.rid)   # hashed full pages stay cached for the next prompt
 
 
-def _run(self) -> None:
+@patch
+def run(self: Engine) -> None:
     "Step until every request is done."
     while self.busy:
         self.step()
@@ -438,10 +431,6 @@ def _stopped(model, req: Request) -> bool:
     tail = 4 * max(len(s) for s in req.stops) + 8      # tokens: each holds >= 1 byte, a char <= 4
     text = model.decode(req.tokens[-tail:])
     return any(s in text for s in req.stops)
-
-
-Engine._maybe_finish = _maybe_finish
-Engine.run = _run
 
 # %% ../notebooks/14a_engine.ipynb #4b71b8a2
 def _check_max_new(n, minimum: int = 0) -> None:

@@ -19,10 +19,12 @@ from enum import IntEnum
 import numpy as np
 
 from .errors import GGUFError, TffeduError
+from .factory import patch
 from .tensor import DTYPES
 
 # %% auto #0
-__all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'ValueType', 'TensorInfo', 'open_regular', 'read_text', 'read_json', 'GGUFFile']
+__all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'ValueType', 'TensorInfo', 'open_regular',
+           'read_text', 'read_json', 'GGUFFile']
 
 # %% ../notebooks/03_gguf.ipynb #872fec63
 GGUF_MAGIC = b"GGUF"
@@ -294,7 +296,8 @@ _MIN_KV = 8 + 4 + 1            # empty key, type tag, one byte of value
 _MIN_TENSOR_INFO = 8 + 4 + 8 + 4 + 8   # empty name, n_dims, one dim, type, offset
 
 
-def _parse(self, cur: _Cursor):
+@patch
+def _parse(self: GGUFFile, cur: _Cursor):
     magic = cur.buf[0:4]
     if magic != GGUF_MAGIC:
         cur.fail(f"not a GGUF file: magic bytes {magic!r}, expected {GGUF_MAGIC!r}", 0)
@@ -332,7 +335,8 @@ def _parse(self, cur: _Cursor):
                                            self.alignment, cur.size)
 
 
-def _alignment(self, cur: _Cursor) -> int:
+@patch
+def _alignment(self: GGUFFile, cur: _Cursor) -> int:
     if "general.alignment" not in self.metadata:
         return GGUF_DEFAULT_ALIGNMENT
     a, t = self.metadata["general.alignment"], self.metadata_types["general.alignment"]
@@ -341,20 +345,19 @@ def _alignment(self, cur: _Cursor) -> int:
                  self.metadata_offsets["general.alignment"])
     return a
 
-
-GGUFFile._parse = _parse
-GGUFFile._alignment = _alignment
-
 # %% ../notebooks/03_gguf.ipynb #003669d2
-def _get(self, key: str, default=None):
+@patch
+def get(self: GGUFFile, key: str, default=None):
     return self.metadata.get(key, default)
 
 
-def _arch(self) -> str | None:
+@patch(kind="property")
+def arch(self: GGUFFile) -> str | None:
     return self.metadata.get("general.architecture")
 
 
-def _info(self, name: str) -> TensorInfo:
+@patch
+def _info(self: GGUFFile, name: str) -> TensorInfo:
     if self._mm is None:
         raise GGUFError(f"{self.path}: the file is closed")
     try:
@@ -363,13 +366,15 @@ def _info(self, name: str) -> TensorInfo:
         raise GGUFError(f"{self.path}: no tensor named {name!r}") from None
 
 
-def _raw(self, name: str) -> np.ndarray:
+@patch
+def raw(self: GGUFFile, name: str) -> np.ndarray:
     "The tensor's bytes as a read-only uint8 numpy view of the map (no copy)."
     ti = self._info(name)
     return np.frombuffer(self._mm, dtype=np.uint8, count=ti.nbytes, offset=ti.offset)
 
 
-def _tensor(self, name: str):
+@patch
+def tensor(self: GGUFFile, name: str):
     "A tffedu Tensor viewing the map (no copy); quantized tensors keep their raw blocks."
     from tffedu.tensor import Tensor
     ti = self._info(name)
@@ -377,20 +382,3 @@ def _tensor(self, name: str):
         return Tensor.from_buffer(self._mm, ti.dtype, ti.shape, offset=ti.offset)
     except TffeduError as e:     # the reader's checks should make this unreachable
         raise GGUFError(f"{self.path}: tensor {name!r}: {e}") from e
-
-
-GGUFFile.get = _get
-GGUFFile.arch = property(_arch)
-GGUFFile._info = _info
-GGUFFile.raw = _raw
-GGUFFile.tensor = _tensor
-
-# %% ../notebooks/03a_quant.ipynb #ed53051b
-def _dequantize_tensor(self, name: str) -> np.ndarray:
-    "The tensor as float32 numpy (a new array): its raw blocks through `quant.dequantize` (chapter 03a)."
-    from tffedu.quant import dequantize
-    ti = self._info(name)
-    return dequantize(self.raw(name), ti.ggml_type, ti.shape)
-
-
-GGUFFile.dequantize = _dequantize_tensor

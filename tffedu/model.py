@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ContextOverflowError, DeviceError, ModelError, NoTokenizerError, SamplingError
+from .factory import patch
 from .models import llama as _llama  # noqa: F401  (registers the "llama" creator)
 from .models.qwen3 import CREATORS
 
@@ -107,7 +108,8 @@ class Model:
                 f"device={self.device!r}, n_ctx={self.n_ctx})")
 
 # %% ../notebooks/08b_model.ipynb #cdeea1c8
-def _executor(self, T: int, last_only: bool = False):
+@patch
+def executor(self: Model, T: int, last_only: bool = False):
     "The Executor of the graph for T tokens (built, planned and bound on first use)."
     from tffedu.runtime import Executor
     if self.device != "cpu":
@@ -131,7 +133,8 @@ def _executor(self, T: int, last_only: bool = False):
     return ex
 
 
-def _forward(self, ids, start: int = 0, last_only: bool = False) -> np.ndarray:
+@patch
+def forward(self: Model, ids, start: int = 0, last_only: bool = False) -> np.ndarray:
     """Run ids (positions start, start+1, ...) through the model, reading and extending the KV
     cache rows 0..start-1. Returns float32 logits [len(ids), V] ([1, V] with last_only)."""
     ids = np.asarray(ids, dtype=np.int32).reshape(-1)
@@ -152,17 +155,14 @@ def _forward(self, ids, start: int = 0, last_only: bool = False) -> np.ndarray:
     return ex.run(feed, copy=False)["logits"]
 
 
-def _logits(self, ids) -> np.ndarray:
+@patch
+def logits(self: Model, ids) -> np.ndarray:
     "float32 [len(ids), vocab]: a fresh prefill of ids; no state is kept between calls."
     return np.array(self.forward(ids, 0), dtype=np.float32)
 
-
-Model.executor = _executor
-Model.forward = _forward
-Model.logits = _logits
-
 # %% ../notebooks/08b_model.ipynb #0a4191e5
-def _encode(self, prompt) -> list[int]:
+@patch
+def encode(self: Model, prompt) -> list[int]:
     "A prompt as token ids: a str goes through the tokenizer, a list of ints is used as is."
     if isinstance(prompt, str):
         if self.tokenizer is None:
@@ -175,12 +175,9 @@ def _encode(self, prompt) -> list[int]:
     return ids
 
 
-def _decode(self, ids) -> str:
+@patch
+def decode(self: Model, ids) -> str:
     return self.tokenizer.decode(list(ids)) if self.tokenizer is not None else ""
-
-
-Model.encode = _encode
-Model.decode = _decode
 
 # %% ../notebooks/08b_model.ipynb #5b936433
 def _stop_list(stop) -> list[str]:
@@ -194,7 +191,8 @@ def _stop_list(stop) -> list[str]:
     return stops
 
 
-def _generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
+@patch
+def generate(self: Model, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
              top_p: float = 1.0, min_p: float = 0.0, seed: int | None = None, stop=None,
              callback=None, ignore_eos: bool = False) -> Generation:
     """Continue `prompt` (str or token ids) by up to `max_new_tokens` tokens.
@@ -241,9 +239,6 @@ def _generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, 
                 logits = self.forward([tok], len(ids) + i)[0]
     t2 = time.perf_counter()
     return Generation(new, self.decode(new), ids, reason, t1 - t0, t2 - t1)
-
-
-Model.generate = _generate
 
 # %% ../notebooks/08b_model.ipynb #b51d8ccd
 def load(path=None, device: str = "cpu", n_ctx: int | None = None, warm: bool = True,

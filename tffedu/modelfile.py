@@ -2,7 +2,11 @@
 
 # %% ../notebooks/03d_modelfile.ipynb #f232a1f8
 """Opening model files (chapter 03d): the format detector, GGUF files and HF folders as one model
-interface, checked against their config before use, and the `tffedu inspect` report."""
+interface, checked against their config before use, and the `tffedu inspect` report.
+
+`detect_format(path)` reads the first bytes, not the name; `open_model(path)` returns a
+`GGUFModel` or an `HFModel` with the same methods (config, tensor names, tensors); and
+`inspect_model(path)` is the report of metadata, tensors and totals."""
 from __future__ import annotations
 
 import os
@@ -12,6 +16,7 @@ import numpy as np
 from .config import check_tensors, config_from_gguf
 from .errors import GGUFError
 from .gguf import GGUF_MAGIC, GGUFFile, ValueType, open_regular
+from .quant import dequantize_tensor
 from .safetensors import HFModel, inspect_hf, natural_order
 
 # %% auto #0
@@ -57,7 +62,7 @@ class GGUFModel:
     def tensor_names(self) -> list[str]: return list(self.file.tensors)
     def shape(self, name) -> tuple[int, ...]: return self.file._info(name).shape
     def tensor(self, name): return self.file.tensor(name)
-    def float32(self, name) -> np.ndarray: return self.file.dequantize(name)
+    def float32(self, name) -> np.ndarray: return dequantize_tensor(self.file, name)
     def close(self): self.file.close()
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()

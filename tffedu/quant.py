@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import GGUFError
+from .gguf import GGUFFile
 from .tensor import DTYPES, DType
 
 
@@ -21,7 +22,7 @@ GGML_BY_NAME = DTYPES
 
 # %% auto #0
 __all__ = ['GGML_TYPES', 'GGML_BY_NAME', 'DEQUANTIZE', 'deq_f32', 'deq_f16', 'deq_bf16', 'deq_q8_0', 'deq_q4_0', 'deq_q4_1',
-           'deq_q5_0', 'deq_q5_1', 'deq_q4_k', 'deq_q6_k', 'block_format', 'dequantize']
+           'deq_q5_0', 'deq_q5_1', 'deq_q4_k', 'deq_q6_k', 'block_format', 'dequantize', 'dequantize_tensor']
 
 # %% ../notebooks/03a_quant.ipynb #e1c83cdf
 def _f16(b: np.ndarray) -> np.ndarray:
@@ -140,3 +141,10 @@ def dequantize(raw, ggml_type, shape=None) -> np.ndarray:
     if int(np.prod(shape, dtype=np.int64)) != out.size:
         raise GGUFError(f"shape {shape} does not hold the {out.size} values of the {fmt.name} data")
     return out.reshape(shape)
+
+# %% ../notebooks/03a_quant.ipynb #ed53051b
+def dequantize_tensor(f: GGUFFile, name: str) -> np.ndarray:
+    "Tensor `name` of the GGUF file `f` as float32 numpy (a new array): its raw blocks, dequantized."
+    raw = f.raw(name)                 # GGUFError for a closed file or a name it does not hold
+    ti = f.tensors[name]
+    return dequantize(raw, ti.ggml_type, ti.shape)

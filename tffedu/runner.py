@@ -20,6 +20,7 @@ from dataclasses import replace
 import numpy as np
 
 from .errors import GraphError, KVCacheError
+from .factory import patch
 from .graph import Graph, Node, fuse, register_op
 from .kvcache import KVCache
 from .models.qwen3 import CREATORS
@@ -415,7 +416,8 @@ class ModelRunner:
         return Tensor.zeros(shape, dtype, "cuda")
 
 # %% ../notebooks/13_gpu_runtime.ipynb #eb910cd6
-def _memory(self, nbytes: int):
+@patch
+def _memory(self: ModelRunner, nbytes: int):
     "The shared block, grown (and everything pointing into the old one dropped) when too small."
     if self._block is None or self.stats["arena_bytes"] < nbytes:
         self.executors.clear()
@@ -425,11 +427,9 @@ def _memory(self, nbytes: int):
         self.stats["arena_bytes"] = nbytes
     return self._block
 
-
-ModelRunner._memory = _memory
-
 # %% ../notebooks/13_gpu_runtime.ipynb #7452e7f6
-def _executor(self, kind: str, N: int, B: int, P: int) -> Executor:
+@patch
+def executor(self: ModelRunner, kind: str, N: int, B: int, P: int) -> Executor:
     "The executor of one bucket: built, lowered, planned into the shared block and bound once."
     key = (kind, N, B, P)
     ex = self.executors.get(key)
@@ -443,9 +443,6 @@ def _executor(self, kind: str, N: int, B: int, P: int) -> Executor:
             self.captured.pop(old, None)
     self.executors.move_to_end(key)
     return ex
-
-
-ModelRunner.executor = _executor
 
 # %% ../notebooks/13_gpu_runtime.ipynb #667d54e0
 class Pending:
@@ -464,13 +461,15 @@ class Pending:
         return self._out
 
 
-def _run(self, kind: str, feed: dict, logits: bool = False) -> dict[str, np.ndarray]:
+@patch
+def run(self: ModelRunner, kind: str, feed: dict, logits: bool = False) -> dict[str, np.ndarray]:
     """One forward pass of the bucket `feed`'s shapes give. Returns host arrays: `next_ids`
     (not for kind "logits") and, when asked or for kind "logits", `logits`."""
     return self.launch(kind, feed, logits).result()
 
 
-def _launch(self, kind: str, feed: dict, logits: bool = False, ids_from_last: bool = False) -> Pending:
+@patch
+def launch(self: ModelRunner, kind: str, feed: dict, logits: bool = False, ids_from_last: bool = False) -> Pending:
     """`run` without waiting: on CUDA the step is queued on the runner's stream, its greedy ids
     copied back to page-locked host memory as it ends, and the host is free until `result()`.
     `ids_from_last`: the step's token ids are the previous step's `next_ids`, copied on the device
@@ -513,7 +512,8 @@ def _launch(self, kind: str, feed: dict, logits: bool = False, ids_from_last: bo
     return Pending({}, ex, *self._ids_back(ex.output("next_ids", copy=False)), logits)
 
 
-def _ids_back(self, ids) -> tuple:
+@patch
+def _ids_back(self: ModelRunner, ids) -> tuple:
     """Queue the step's next_ids [n] (a view into the arena) to stay on the device (for the next
     step's `ids_from_last`) and to come back to the host; (event, host array) of that copy."""
     from tffedu.device import cuda_driver
@@ -531,13 +531,9 @@ def _ids_back(self, ids) -> tuple:
     event.record(self.stream)
     return event, host
 
-
-ModelRunner.run = _run
-ModelRunner.launch = _launch
-ModelRunner._ids_back = _ids_back
-
 # %% ../notebooks/13_gpu_runtime.ipynb #fa6f1623
-def _last_captured(self, kind: str):
+@patch
+def last_captured(self: ModelRunner, kind: str):
     """(executor, CUDA graph) of the captured step of `kind` run last: the one whose inputs the
     shared block still holds (an older bucket's replay would read later steps' page tables)."""
     key = next((k for k in reversed(self.executors) if k[0] == kind and k in self.captured), None)
@@ -546,7 +542,6 @@ def _last_captured(self, kind: str):
     return self.executors[key], self.captured[key]
 
 
-ModelRunner.last_captured = _last_captured
 
 
 def op_timeline(ex: Executor, repeat: int = 10, reps: int = 5) -> list[dict]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import DeviceError, GraphError, RegistryError, ShapeError
+from .factory import patch
 from .graph import Graph, Node, post_order
 from .planner import ALIGNMENT, MemoryPlan, align_up, plan_memory, workspace_name
 
@@ -142,7 +143,8 @@ class Executor:
                 f"arena {self.plan.arena_size} B)")
 
 # %% ../notebooks/06a_runtime.ipynb #62dca74b
-def _bind(self, values: Mapping[str, object]) -> Executor:
+@patch
+def bind(self: Executor, values: Mapping[str, object]) -> Executor:
     "Bind weights and states by name (names the graph does not use are ignored)."
     for name, v in values.items():
         node = self.leaves.get(name)
@@ -153,7 +155,8 @@ def _bind(self, values: Mapping[str, object]) -> Executor:
     return self
 
 
-def _prepare(self) -> list:
+@patch
+def _prepare(self: Executor) -> list:
     "Every op call with its arguments, worked out once: inputs, weights and views never move."
     missing = [n for n, leaf in self.leaves.items() if leaf.kind != "input" and n not in self.bound]
     if missing:
@@ -191,12 +194,9 @@ def _check_value(node: Node, v) -> None:
     elif shape != node.shape:
         raise ShapeError(f"{node.name!r} must have shape {list(node.shape)}, got {list(shape)}")
 
-
-Executor.bind = _bind
-Executor._prepare = _prepare
-
 # %% ../notebooks/06a_runtime.ipynb #9c3bbf31
-def _load(self, feed: Mapping[str, object]) -> None:
+@patch
+def load(self: Executor, feed: Mapping[str, object]) -> None:
     "Copy the inputs into their places (on CUDA: staged on the host, then one copy to the device)."
     unknown = [k for k in feed if k not in self.inputs]
     if unknown:
@@ -222,12 +222,14 @@ def _load(self, feed: Mapping[str, object]) -> None:
         self._copied.record(self.stream)
 
 
-def _staged(self, name: str) -> np.ndarray:
+@patch
+def _staged(self: Executor, name: str) -> np.ndarray:
     n, off = self.leaves[name], self.input_offsets[name]
     return self._staging[off:off + n.nbytes].view(n.dtype.np_dtype).reshape(n.shape)
 
 
-def _launch(self) -> None:
+@patch
+def launch(self: Executor) -> None:
     "Call every op once on what is in place (no copies, no allocation: capturable on CUDA)."
     if self._calls is None:
         self._calls = self._prepare()
@@ -244,7 +246,8 @@ def _launch(self) -> None:
     self.n_runs += 1
 
 
-def _output(self, name: str, copy: bool = True):
+@patch
+def output(self: Executor, name: str, copy: bool = True):
     "An output after a run: a host copy (numpy), or with copy=False the arena's own view."
     if self._calls is None:
         self._calls = self._prepare()
@@ -254,7 +257,8 @@ def _output(self, name: str, copy: bool = True):
     return np.array(v) if self.backend == "cpu" else v.to("cpu").numpy()
 
 
-def _run(self, inputs: Mapping[str, object] | None = None, *, copy: bool = True,
+@patch
+def run(self: Executor, inputs: Mapping[str, object] | None = None, *, copy: bool = True,
          **kw) -> dict[str, object]:
     """Run every step; returns {output name: value}. With copy=False the values are views into
     the arena, overwritten by the next run."""
@@ -263,12 +267,7 @@ def _run(self, inputs: Mapping[str, object] | None = None, *, copy: bool = True,
     return {o.name: self.output(o.name, copy) for o in self.graph.outputs}
 
 
-Executor.load = _load
-Executor._staged = _staged
-Executor.launch = _launch
-Executor.output = _output
-Executor.run = _run
-Executor.__call__ = _run
+Executor.__call__ = Executor.run
 
 # %% ../notebooks/06a_runtime.ipynb #cd19b746
 @dataclass
@@ -280,26 +279,24 @@ class OpTime:
     seconds: float
 
 
-def _reset_times(self) -> None:
+@patch
+def reset_times(self: Executor) -> None:
     self.times = np.zeros(len(self.steps))
     self.n_runs = 0
 
 
-def _profile(self) -> list[OpTime]:
+@patch
+def profile(self: Executor) -> list[OpTime]:
     "Mean wall time of every step per run (host time: on CUDA it measures launches only)."
     k = max(self.n_runs, 1)
     return [OpTime(s, n.name, n.op, t / k)
             for s, (n, t) in enumerate(zip(self.steps, self.times)) if not n.is_view]
 
 
-def _time_by_op(self) -> dict[str, float]:
+@patch
+def time_by_op(self: Executor) -> dict[str, float]:
     "Mean seconds per run spent in each op, largest first."
     total: dict[str, float] = {}
     for p in self.profile():
         total[p.op] = total.get(p.op, 0.0) + p.seconds
     return dict(sorted(total.items(), key=lambda kv: -kv[1]))
-
-
-Executor.reset_times = _reset_times
-Executor.profile = _profile
-Executor.time_by_op = _time_by_op

@@ -2,7 +2,11 @@
 
 # %% ../notebooks/03c_safetensors.ipynb #bcddd208
 """safetensors reader on mmap, and Hugging Face model folders (config.json + *.safetensors) as
-models with GGUF tensor names (chapter 03c)."""
+models with GGUF tensor names (chapter 03c).
+
+`SafetensorsFile(path)` checks the JSON header against the file and gives zero-copy views;
+`HFModel(folder)` spans the shards of a folder and names each tensor as a GGUF file would
+(`gguf_name`), permuting Llama's Q/K rows as llama.cpp's converter does (`permute_qk`)."""
 from __future__ import annotations
 
 import glob
@@ -17,6 +21,7 @@ import numpy as np
 
 from .config import check_tensors, config_from_hf
 from .errors import ConfigError, ModelError, SafetensorsError
+from .factory import patch
 from .gguf import open_regular, read_json
 from .quant import dequantize
 
@@ -99,7 +104,8 @@ class SafetensorsFile:
     def __exit__(self, *exc): self.close()
 
 # %% ../notebooks/03c_safetensors.ipynb #8c482f99
-def _parse(self, size: int):
+@patch
+def _parse(self: SafetensorsFile, size: int):
     (n,) = struct.unpack_from("<Q", self._mm, 0)
     if n > size - 8 or n > MAX_HEADER:
         self._fail(f"header length {n} at byte 0 does not fit in the {size}-byte file "
@@ -121,7 +127,8 @@ def _parse(self, size: int):
             self._fail(f"tensors {n0!r} and {n1!r} overlap (bytes {b1}..{e0})")
 
 
-def _entry(self, name: str, e, data_len: int) -> STEntry:
+@patch
+def _entry(self: SafetensorsFile, name: str, e, data_len: int) -> STEntry:
     if not isinstance(e, dict) or e.get("dtype") not in ST_DTYPES:
         self._fail(f"tensor {name!r}: unknown or missing dtype "
                    f"{e.get('dtype') if isinstance(e, dict) else e!r}")
@@ -139,10 +146,6 @@ def _entry(self, name: str, e, data_len: int) -> STEntry:
         self._fail(f"tensor {name!r}: {offs[1] - offs[0]} bytes for shape {shape} of "
                    f"{e['dtype']} (needs {numel * itemsize})")
     return STEntry(name, e["dtype"], tuple(shape), self.data_offset + offs[0], offs[1] - offs[0])
-
-
-SafetensorsFile._parse = _parse
-SafetensorsFile._entry = _entry
 
 # %% ../notebooks/03c_safetensors.ipynb #7e382d19
 HF_TO_GGUF = [
@@ -226,7 +229,8 @@ def _shard_files(folder: str) -> list[str]:
     return files
 
 # %% ../notebooks/03c_safetensors.ipynb #b945dba4
-def _index(self):
+@patch
+def _index(self: HFModel):
     "GGUF name -> (file, HF name) for every tensor a model uses; then the shapes against the config."
     self._where: dict[str, tuple[SafetensorsFile, str]] = {}
     self.unused: list[str] = []
@@ -246,35 +250,34 @@ def _index(self):
     check_tensors(self.config, shapes, types, where=self.path)
 
 
-def _metadata(self) -> dict: return {}     # the HF tokenizer is not read here
+@patch(kind="property")
+def metadata(self: HFModel) -> dict: return {}     # the HF tokenizer is not read here
 
 
-def _tensor_names(self) -> list[str]: return list(self._where)
+@patch(kind="property")
+def tensor_names(self: HFModel) -> list[str]: return list(self._where)
 
 
-def _hf_name(self, name: str) -> str: return self._get(name)[1]
+@patch
+def hf_name(self: HFModel, name: str) -> str: return self._get(name)[1]
 
 
-def _get(self, name):
+@patch
+def _get(self: HFModel, name):
     try:
         return self._where[name]
     except KeyError:
         raise ModelError(f"{self.path}: no tensor {name!r} (has {len(self._where)} tensors, "
                          f"e.g. {list(self._where)[:3]})") from None
 
-
-HFModel._index = _index
-HFModel.metadata = property(_metadata)
-HFModel.tensor_names = property(_tensor_names)
-HFModel.hf_name = _hf_name
-HFModel._get = _get
-
 # %% ../notebooks/03c_safetensors.ipynb #1f6b46db
-def _permuted(self, name: str) -> bool:
+@patch
+def _permuted(self: HFModel, name: str) -> bool:
     return self.config.arch == "llama" and re.fullmatch(r"blk\.\d+\.attn_[qk]\.weight", name) is not None
 
 
-def _numpy(self, name: str) -> np.ndarray:
+@patch
+def numpy(self: HFModel, name: str) -> np.ndarray:
     "The stored values under the GGUF name (BF16 as uint16 bits); Llama Q/K permuted."
     f, hf = self._get(name)
     a = f.numpy(hf)
@@ -283,17 +286,20 @@ def _numpy(self, name: str) -> np.ndarray:
     return a
 
 
-def _shape(self, name) -> tuple[int, ...]:
+@patch
+def shape(self: HFModel, name) -> tuple[int, ...]:
     f, hf = self._get(name)
     return f.tensors[hf].shape
 
 
-def _dtype_name(self, name) -> str:
+@patch
+def dtype_name(self: HFModel, name) -> str:
     f, hf = self._get(name)
     return f.tensors[hf].dtype
 
 
-def _tensor(self, name):
+@patch
+def tensor(self: HFModel, name):
     "A tffedu Tensor (zero-copy view of the map, except permuted Llama Q/K)."
     from tffedu.tensor import Tensor, as_dtype
     f, hf = self._get(name)
@@ -306,19 +312,12 @@ def _tensor(self, name):
     return Tensor.from_buffer(f._mm, as_dtype(tname), st.shape, offset=st.offset)
 
 
-def _float32(self, name) -> np.ndarray:
+@patch
+def float32(self: HFModel, name) -> np.ndarray:
     a = self.numpy(name)
     if a.dtype == np.uint16:      # BF16 bits
         return dequantize(a, "BF16", a.shape)
     return a.astype(np.float32)
-
-
-HFModel._permuted = _permuted
-HFModel.numpy = _numpy
-HFModel.shape = _shape
-HFModel.dtype_name = _dtype_name
-HFModel.tensor = _tensor
-HFModel.float32 = _float32
 
 # %% ../notebooks/03c_safetensors.ipynb #b2fdce8b
 def natural_order(names) -> list[str]:

@@ -25,6 +25,7 @@ import numpy as np
 import regex  # the `regex` package: \p{L}, \p{N} (Unicode letters/numbers), which `re` lacks
 
 from .errors import NoTokenizerError, TokenizerError
+from .factory import patch
 
 # %% auto #0
 __all__ = ['BYTE_TO_CHAR', 'CHAR_TO_BYTE', 'PRE_TOKENIZERS', 'EOG_TEXTS', 'MAX_VOCAB', 'MAX_SPECIAL', 'MISSING_POLICIES',
@@ -324,7 +325,8 @@ _MISSING = -1            # placeholder id of a byte symbol the vocabulary lacks 
 MISSING_POLICIES = ("error", "unk", "drop")
 
 
-def _encode(self, text: str, special: bool = True, add_bos: bool | None = None,
+@patch
+def encode(self: Tokenizer, text: str, special: bool = True, add_bos: bool | None = None,
             missing: str = "error") -> list[int]:
     """Token ids of `text`. special=True: control tokens written in the text (e.g. '<|im_end|>')
     become their ids; special=False: they stay plain text (user-defined tokens still match, as in
@@ -356,7 +358,8 @@ def _encode(self, text: str, special: bool = True, add_bos: bool | None = None,
     return ids
 
 
-def _missing_ids(self, word: str, wids: list[int], text: str, missing: str) -> list[int]:
+@patch
+def _missing_ids(self: Tokenizer, word: str, wids: list[int], text: str, missing: str) -> list[int]:
     "The ids of a word holding bytes the vocabulary has no token for, by the `missing` policy."
     if missing == "unk":      # the unknown token stands where the byte was (HF with unk_token)
         return [self.unk_id if i == _MISSING else i for i in wids]
@@ -371,12 +374,9 @@ def _missing_ids(self, word: str, wids: list[int], text: str, missing: str) -> l
         f"UTF-8 byte{'s' if len(lost) > 1 else ''} {' '.join(f'0x{b:02X}' for b in lost)}; pass "
         f"missing='unk' (the unknown token) or missing='drop' (drop it, as HF does)")
 
-
-Tokenizer.encode = _encode
-Tokenizer._missing_ids = _missing_ids
-
 # %% ../notebooks/04_tokenizer.ipynb #c0ea62b1
-def _split_special(self, text: str, special: bool = True):
+@patch
+def split_special(self: Tokenizer, text: str, special: bool = True):
     "Yield (text, None) for stretches of plain text and (token text, id) for each special token."
     pat = self._special if special else self._user_defined
     pos = 0
@@ -390,7 +390,8 @@ def _split_special(self, text: str, special: bool = True):
         yield text[pos:], None
 
 
-def _word_ids_raw(self, word: str) -> list[int]:
+@patch
+def _word_ids(self: Tokenizer, word: str) -> list[int]:
     "Ids of one pre-tokenized word, through the cache (text repeats its words a lot); -1 = no token."
     ids = self._cache.get(word)
     if ids is None:
@@ -401,12 +402,14 @@ def _word_ids_raw(self, word: str) -> list[int]:
     return ids
 
 
-def _word_ids(self, word: str) -> list[int]:
+@patch
+def word_ids(self: Tokenizer, word: str) -> list[int]:
     "Ids of one pre-tokenized word; bytes without a token are left out."
     return [i for i in self._word_ids_raw(word) if i != _MISSING]
 
 
-def _bpe_ids(self, word: str) -> list[int]:
+@patch
+def _bpe_ids(self: Tokenizer, word: str) -> list[int]:
     chars = to_byte_chars(word)
     if self.pre.ignore_merges and chars in self.token_to_id:
         return [self.token_to_id[chars]]
@@ -420,12 +423,9 @@ def _bpe_ids(self, word: str) -> list[int]:
             ids.extend(get(c, _MISSING) for c in s)
     return ids
 
-
-Tokenizer.split_special = _split_special
-Tokenizer.word_ids, Tokenizer._word_ids, Tokenizer._bpe_ids = _word_ids, _word_ids_raw, _bpe_ids
-
 # %% ../notebooks/04_tokenizer.ipynb #ca15a6dd
-def _pieces(self) -> list[bytes]:
+@patch
+def _pieces(self: Tokenizer) -> list[bytes]:
     if self._piece_bytes is None:
         out = []
         for t, k in zip(self.tokens, self.token_types):
@@ -439,7 +439,8 @@ def _pieces(self) -> list[bytes]:
     return self._piece_bytes
 
 
-def _token_bytes(self, token_id: int, special: bool = True) -> bytes:
+@patch
+def token_bytes(self: Tokenizer, token_id: int, special: bool = True) -> bytes:
     "The bytes one token stands for (possibly part of a UTF-8 character)."
     if not 0 <= token_id < len(self.tokens):
         raise TokenizerError(f"token id {token_id} is outside the vocabulary of {len(self.tokens)} tokens")
@@ -448,12 +449,14 @@ def _token_bytes(self, token_id: int, special: bool = True) -> bytes:
     return self._pieces()[token_id]
 
 
-def _decode_bytes(self, ids, special: bool = True) -> bytes:
+@patch
+def decode_bytes(self: Tokenizer, ids, special: bool = True) -> bytes:
     "The bytes of `ids`, glued: exact, even where a character is cut in two."
     return b"".join(self.token_bytes(int(i), special) for i in ids)
 
 
-def _decode(self, ids, special: bool = True) -> str:
+@patch
+def decode(self: Tokenizer, ids, special: bool = True) -> str:
     "Text of `ids`. Bytes that do not complete a UTF-8 character become U+FFFD."
     return self.decode_bytes(ids, special).decode("utf-8", errors="replace")
 
@@ -473,17 +476,14 @@ class StreamDecoder:
         return self._utf8.decode(b"", final=True)
 
 
-Tokenizer._pieces, Tokenizer.token_bytes = _pieces, _token_bytes
-def _stream_decoder(self, special: bool = True) -> StreamDecoder:
+@patch
+def stream_decoder(self: Tokenizer, special: bool = True) -> StreamDecoder:
     "A StreamDecoder for this vocabulary: `push(id) -> str` as tokens arrive, `flush()` at the end."
     return StreamDecoder(self, special)
 
-
-Tokenizer.decode_bytes, Tokenizer.decode = _decode_bytes, _decode
-Tokenizer.stream_decoder = _stream_decoder
-
 # %% ../notebooks/04_tokenizer.ipynb #965709bb
-def _from_metadata(cls, md: dict) -> Tokenizer:
+@patch(kind="classmethod")
+def from_metadata(cls: Tokenizer, md: dict) -> Tokenizer:
     "Build from GGUF metadata (a GGUFFile's `.metadata`: the `tokenizer.*` keys)."
     model = md.get("tokenizer.ggml.model")
     if model is None or "tokenizer.ggml.tokens" not in md:
@@ -499,14 +499,14 @@ def _from_metadata(cls, md: dict) -> Tokenizer:
                unk_id=g("unknown_token_id"), chat_template=md.get("tokenizer.chat_template"))
 
 
-def _from_gguf(cls, path) -> Tokenizer:
+@patch(kind="classmethod")
+def from_gguf(cls: Tokenizer, path) -> Tokenizer:
     "The tokenizer stored in a GGUF file (vocabulary-only files too)."
     from tffedu.gguf import GGUFFile
     with GGUFFile(path) as f:
         return cls.from_metadata(f.metadata)
 
 
-Tokenizer.from_metadata, Tokenizer.from_gguf = classmethod(_from_metadata), classmethod(_from_gguf)
 load_tokenizer = Tokenizer.from_gguf  # section 9 extends it to Hugging Face folders
 
 # %% ../notebooks/04_tokenizer.ipynb #c3bd6c49
@@ -812,7 +812,8 @@ def render_chat_template(template: str, messages, add_generation_prompt: bool = 
         raise TokenizerError(f"chat template failed while rendering: {type(e).__name__}: {str(e)[:200]}") from e
 
 
-def _apply_chat_template(self, messages, add_generation_prompt: bool = True, *, tools=None,
+@patch
+def apply_chat_template(self: Tokenizer, messages, add_generation_prompt: bool = True, *, tools=None,
                          documents=None, chat_template: str | None = None, **kwargs) -> str:
     """The prompt string for `messages` ([{'role': ..., 'content': ...}, ...]) from the file's
     tokenizer.chat_template (or `chat_template=`), like HF's apply_chat_template(tokenize=False)."""
@@ -825,9 +826,6 @@ def _apply_chat_template(self, messages, add_generation_prompt: bool = True, *, 
                 if i is not None}
     return render_chat_template(template, messages, add_generation_prompt, tools, documents,
                                 **{**specials, **kwargs})
-
-
-Tokenizer.apply_chat_template = _apply_chat_template
 
 # %% ../notebooks/04_tokenizer.ipynb #a0131953
 # The pre-tokenizer regexes as HF tokenizer.json files write them (llama.cpp rewrote (?i:...)).
@@ -935,7 +933,8 @@ def _hf_chat_template(cfg: dict, folder) -> str | None:
     return template if isinstance(template, str) else None
 
 # %% ../notebooks/04_tokenizer.ipynb #040395ce
-def _from_hf_folder(cls, folder) -> Tokenizer:
+@patch(kind="classmethod")
+def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
     """The tokenizer of a Hugging Face folder: tokenizer.json (+ tokenizer_config.json,
     chat_template.jinja, generation_config.json when present). Byte-level BPE only."""
     import pathlib
@@ -988,7 +987,6 @@ def _from_hf_folder(cls, folder) -> Tokenizer:
     return tok
 
 
-Tokenizer.from_hf_folder = classmethod(_from_hf_folder)
 
 
 def load_tokenizer(path) -> Tokenizer:

@@ -10,10 +10,10 @@ per-head q/k norms and with the other RoPE layout; both register in `CREATORS` b
 """
 from __future__ import annotations
 
-from ..blocks import attention_block, ffn_block
+from .. import blocks
 from ..config import rope_scale
 from ..errors import ModelError
-from ..factory import ModuleFactory
+from ..factory import ModuleFactory, patch
 from ..graph import Graph, Node
 from ..tensor import F32, I32
 
@@ -50,10 +50,9 @@ class Qwen3Creator:
         `pos`, then q attends to rows 0..pos. The one hook a paged cache replaces (chapter 14)."""
         return g.op("attention", q, k, v, self.kv_cache(g, il), pos, name=f"blk.{il}.attn")
 
-
-
 # %% ../../notebooks/08_qwen3.ipynb #84ed39ab
-def _attention_block(self, g: Graph, x: Node, pos: Node, il: int, attend=None) -> Node:
+@patch
+def attention_block(self: Qwen3Creator, g: Graph, x: Node, pos: Node, il: int, attend=None) -> Node:
     c = self.cfg
     rope = dict(theta=c.rope_base, mode=c.rope_type)
     if c.rope_dim != c.head_dim:     # partial rotary: only the first rope_dim dims turn
@@ -61,25 +60,21 @@ def _attention_block(self, g: Graph, x: Node, pos: Node, il: int, attend=None) -
     if self.freq_scale != 1.0:       # linear RoPE scaling: positions squeezed by 1/factor
         rope["freq_scale"] = self.freq_scale
     hook = attend or self.attend
-    return attention_block(g, x, pos, il, n_head=c.n_head, n_head_kv=c.n_head_kv,
-                           head_dim=c.head_dim, eps=c.rms_eps, rope=rope, qk_norm=self.qk_norm,
-                           weight=lambda name, shape: self.weight(g, name, shape),
-                           attend=lambda q, k, v: hook(g, q, k, v, pos, il))   # [T, Hq, hd]
-
-
-Qwen3Creator.attention_block = _attention_block
+    return blocks.attention_block(g, x, pos, il, n_head=c.n_head, n_head_kv=c.n_head_kv,
+                                  head_dim=c.head_dim, eps=c.rms_eps, rope=rope, qk_norm=self.qk_norm,
+                                  weight=lambda name, shape: self.weight(g, name, shape),
+                                  attend=lambda q, k, v: hook(g, q, k, v, pos, il))   # [T, Hq, hd]
 
 # %% ../../notebooks/08_qwen3.ipynb #c13e2f7c
-def _ffn_block(self, g: Graph, x: Node, il: int) -> Node:
+@patch
+def ffn_block(self: Qwen3Creator, g: Graph, x: Node, il: int) -> Node:
     c = self.cfg
-    return ffn_block(g, x, il, n_ff=c.ffn_size, eps=c.rms_eps,
-                     weight=lambda name, shape: self.weight(g, name, shape))
-
-
-Qwen3Creator.ffn_block = _ffn_block
+    return blocks.ffn_block(g, x, il, n_ff=c.ffn_size, eps=c.rms_eps,
+                            weight=lambda name, shape: self.weight(g, name, shape))
 
 # %% ../../notebooks/08_qwen3.ipynb #1c331319
-def _build_graph(self, T: int, last_only: bool = False, *, n_out: int | None = None,
+@patch
+def build_graph(self: Qwen3Creator, T: int, last_only: bool = False, *, n_out: int | None = None,
                  attend=None) -> Graph:
     """The forward pass of T new tokens. Inputs: `ids` [T], `pos` [T], and `last` [n_out]
     when only some rows' logits are needed (`last_only` means n_out=1: enough for generating
@@ -105,6 +100,3 @@ def _build_graph(self, T: int, last_only: bool = False, *, n_out: int | None = N
                   name="logits")                                               # [T, V]
     g.output(logits)
     return g
-
-
-Qwen3Creator.build_graph = _build_graph
