@@ -17,7 +17,7 @@ import types
 
 import pytest
 
-from tffedu.exercises import NOT_ANSWERED   # the skip reason that command reads
+from tffedu.exercises import NOT_ANSWERED, YOURS   # the skip reason that command reads, its test ids
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -86,7 +86,6 @@ def pytest_pyfunc_call(pyfuncitem):
 
 def pytest_terminal_summary(terminalreporter):
     "Unanswered exercises are skips: name them, so that '3 passed' is not read as 'my answers passed'."
-    from tffedu.exercises import YOURS
     unanswered = {m.groups() for r in terminalreporter.stats.get("skipped", [])
                   if NOT_ANSWERED in str(r.longrepr) and (m := YOURS.search(r.nodeid))}
     chapters: dict[str, int] = {}

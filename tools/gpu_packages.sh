@@ -18,7 +18,7 @@ _gpu_pip() {
 }
 
 gpu_packages() {
-    local root spec
+    local root spec why
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
     if ! "$PYTHON" -c "import importlib.metadata as m; m.version('tffedu'); import pycuda.driver, gguf" 2>/dev/null; then
         echo "gpu_packages: pip install -e \".[cuda]\"${WHEELS:+ (from the wheels in $WHEELS)}"
@@ -33,6 +33,7 @@ gpu_packages() {
         export PATH=$PATH:/usr/local/cuda/bin
     fi
     command -v nvcc >/dev/null || { echo "gpu_packages: no nvcc: PyCUDA compiles the kernels with the CUDA toolkit's nvcc"; return 1; }
-    "$PYTHON" -c "import pycuda.driver as d; d.init(); assert d.Device.count() > 0" 2>/dev/null \
-        || { echo "gpu_packages: PyCUDA finds no NVIDIA GPU"; return 1; }
+    # tffedu's own probe: its DeviceError says what is missing (PyCUDA, a driver, a GPU)
+    why=$("$PYTHON" -c "from tffedu.device import cuda_context; cuda_context()" 2>&1) \
+        || { echo "gpu_packages: no GPU to run on: ${why##*$'\n'}"; return 1; }
 }
