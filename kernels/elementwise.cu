@@ -1,4 +1,4 @@
-// elementwise.cu: residual add and SwiGLU, plus casts between f32, f16 and bf16 (chapter 10).
+// elementwise.cu: residual add, bias add and SwiGLU, plus casts between f32, f16 and bf16 (chapter 10).
 // All f32 [n] flat arrays. v1: one element per thread; v2: float4 (16-byte) loads and stores,
 // grid-stride loop (needs n % 4 == 0 and 16-byte aligned pointers: cudaMalloc gives 256).
 #include "common.cuh"
@@ -18,6 +18,16 @@ extern "C" __global__ void add_v2(const float4* __restrict__ a, const float4* __
     }
 }
 PDL_READY(add_v2);
+
+// a bias: y[r, j] = a[r, j] + b[j] for a [n / N, N] and b [N] (the attention biases, chapter 05b).
+// Grid-stride over the n elements; b (a few KiB) stays in the cache.
+extern "C" __global__ void add_rows(const float* __restrict__ a, const float* __restrict__ b,
+                                    float* __restrict__ y, long n, int N) {
+    pdl_wait();
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        y[i] = a[i] + b[i % N];
+}
+PDL_READY(add_rows);
 
 // swiglu(gate, up) = silu(gate) * up, silu(g) = g * sigmoid(g)
 extern "C" __global__ void swiglu_v1(const float* __restrict__ g, const float* __restrict__ u,

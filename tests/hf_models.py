@@ -1,9 +1,10 @@
 """Test oracles: tiny random HF transformers models, written as GGUF the way llama.cpp does.
 
 `tiny_qwen3(...)` / `tiny_llama(...)` build a seeded random `Qwen3ForCausalLM` / `LlamaForCausalLM`
-(torch float32, eval mode). `write_gguf(model, path, wtype)` writes it with gguf-py's GGUFWriter,
+(torch float32, eval mode; `attention_bias=True` gives q, k, v and o biases, random, not HF's zeros). `write_gguf(model, path, wtype)` writes it with gguf-py's GGUFWriter,
 following llama.cpp's convert_hf_to_gguf.py: tensor names `blk.N.attn_q.weight` ..., the Q/K row
-permutation for llama (so the engine must use the adjacent-pairs RoPE), 1-D norms kept in F32,
+permutation for llama (so the engine must use the adjacent-pairs RoPE; q/k biases permuted too),
+1-D norms and biases kept in F32,
 2-D weights stored as F32/F16/BF16/Q8_0 via `gguf.quants.quantize`. For a lossy type the HF
 model's weights are replaced by the dequantized values (gguf-py's own `dequantize`) so HF and the
 GGUF describe the *same* function: tests then compare our logits against HF's.
@@ -62,18 +63,21 @@ def vocab_size(n_regular: int = 500) -> int:
 
 # --------------------------------------------------------------------------------------- models
 def _init_(model: torch.nn.Module, seed: int, std: float) -> None:
-    "Seeded random weights; norms around 1 (not exactly 1, so a missed norm weight shows)."
+    """Seeded random weights; norms around 1 (not exactly 1, so a missed norm weight shows), biases
+    around 0 but not 0 (HF starts them at 0, which would hide a missed bias)."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.ndim == 1:
+            if name.endswith(".bias"):
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+            elif p.ndim == 1:
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             else:
                 p.copy_(std * torch.randn(p.shape, generator=g))
 
 
 def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx, theta, eps,
-          seed, std, rope_scaling):
+          seed, std, rope_scaling, attention_bias=False):
     "A random HF causal LM of `arch` ('qwen3' or 'llama') in float32, eval mode."
     import transformers
     Config, Model = {"qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
@@ -83,6 +87,7 @@ def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular,
                  num_hidden_layers=layers, num_attention_heads=heads,
                  num_key_value_heads=kv_heads, head_dim=head_dim or hidden // heads,
                  max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
+                 attention_bias=attention_bias,
                  rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
                  bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3)
     torch.manual_seed(seed)
@@ -94,17 +99,19 @@ def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular,
 
 
 def tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=False,
-               n_regular=500, ctx=256, theta=10000.0, eps=1e-6, seed=0, std=0.05, rope_scaling=None):
+               n_regular=500, ctx=256, theta=10000.0, eps=1e-6, seed=0, std=0.05, rope_scaling=None,
+               attention_bias=False):
     "A random Qwen3ForCausalLM in float32 (eval). head_dim defaults to hidden // heads."
     return _tiny("qwen3", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
-                 theta, eps, seed, std, rope_scaling)
+                 theta, eps, seed, std, rope_scaling, attention_bias)
 
 
 def tiny_llama(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=True,
-               n_regular=500, ctx=256, theta=10000.0, eps=1e-5, seed=0, std=0.05, rope_scaling=None):
+               n_regular=500, ctx=256, theta=10000.0, eps=1e-5, seed=0, std=0.05, rope_scaling=None,
+               attention_bias=False):
     "A random LlamaForCausalLM in float32 (eval), SmolLM2-like (tied by default)."
     return _tiny("llama", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
-                 theta, eps, seed, std, rope_scaling)
+                 theta, eps, seed, std, rope_scaling, attention_bias)
 
 
 # --------------------------------------------------------------------------------------- writer
@@ -122,15 +129,14 @@ def _gguf_name(hf: str) -> str | None:
              "lm_head.weight": "output.weight"}
     if hf in fixed:
         return fixed[hf]
-    parts = hf.split(".")          # model.layers.N.<module>.<sub>.weight
-    n, rest = parts[2], ".".join(parts[3:])
-    table = {"input_layernorm.weight": "attn_norm", "post_attention_layernorm.weight": "ffn_norm",
-             "self_attn.q_proj.weight": "attn_q", "self_attn.k_proj.weight": "attn_k",
-             "self_attn.v_proj.weight": "attn_v", "self_attn.o_proj.weight": "attn_output",
-             "self_attn.q_norm.weight": "attn_q_norm", "self_attn.k_norm.weight": "attn_k_norm",
-             "mlp.gate_proj.weight": "ffn_gate", "mlp.up_proj.weight": "ffn_up",
-             "mlp.down_proj.weight": "ffn_down"}
-    return f"blk.{n}.{table[rest]}.weight"
+    parts = hf.split(".")          # model.layers.N.<module>.<sub>.weight (or .bias)
+    n, rest, kind = parts[2], ".".join(parts[3:-1]), parts[-1]
+    table = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+             "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    return f"blk.{n}.{table[rest]}.{kind}"
 
 
 def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer: bool = True,
@@ -184,16 +190,17 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
                 continue
             gname = _gguf_name(name)
             data = p.detach().numpy().astype(np.float32)
-            if data.ndim == 1:                      # norms stay F32, like llama.cpp
-                w.add_tensor(gname, data)
-                continue
-            q = gguf.quants.quantize(data, qtype)
-            p.copy_(torch.from_numpy(gguf.quants.dequantize(q, qtype).reshape(data.shape).copy()))
-            if arch == "llama" and ".attn_q." in gname:
+            if data.ndim == 1:                      # norms and biases stay F32, like llama.cpp
+                q, raw = data, None
+            else:
+                q = gguf.quants.quantize(data, qtype)
+                p.copy_(torch.from_numpy(gguf.quants.dequantize(q, qtype).reshape(data.shape).copy()))
+                raw = None if qtype in (QT.F32, QT.F16) else qtype
+            if arch == "llama" and ".attn_q." in gname:     # weight rows and bias values alike
                 q = llama_permute(q, cfg.num_attention_heads, cfg.num_attention_heads)
             elif arch == "llama" and ".attn_k." in gname:
                 q = llama_permute(q, cfg.num_attention_heads, cfg.num_key_value_heads)
-            w.add_tensor(gname, q, raw_dtype=None if qtype in (QT.F32, QT.F16) else qtype)
+            w.add_tensor(gname, q, raw_dtype=raw)
         if tied:
             model.tie_weights()
     w.write_header_to_file()

@@ -35,8 +35,7 @@ from tffedu.config import config_from_gguf, config_from_hf, check_tensors, weigh
 from tffedu.errors import TffeduError  # noqa: E402
 from tffedu.gguf import ValueType as V  # noqa: E402
 from tffedu.modelfile import inspect_model, open_model  # noqa: E402
-from tffedu.models import llama as _llama  # noqa: E402,F401  (registers the llama creator)
-from tffedu.models.qwen3 import CREATORS  # noqa: E402
+from tffedu.models import create  # noqa: E402
 from tffedu.tokenizer import load_tokenizer, render_chat_template  # noqa: E402
 
 MAX_CASE_S = 1.0
@@ -229,7 +228,7 @@ def build_model(path):
     "open_model, and for a file it accepts, the graph of its architecture (weights all present)."
     with open_model(path) as m:
         dtypes = {n: m.tensor(n).dtype for n in m.tensor_names}
-        g = CREATORS.create(m.config.arch, m.config, 16, dtypes).build_graph(2)
+        g = create(m.config, 16, dtypes).build_graph(2)
         need = {n.name for n in g.nodes if n.kind == "weight"}
         missing = need - set(m.tensor_names)
         assert not missing, f"open_model accepted a file without {sorted(missing)[:3]}"

@@ -128,3 +128,93 @@ def test_from_hf_errors():
         config_from_hf({"model_type": "bert"})
     with pytest.raises(ModelError, match="'hidden_size' is missing"):
         config_from_hf({"model_type": "llama"})
+
+
+# ---- the table of architectures, and attention biases -------------------------------------------
+def test_one_table_of_architectures():
+    """Every architecture fact comes from config.ARCHS: the supported names, the HF model types, and
+    the defaults of a config made by hand; each row's creator is found by tffedu.models."""
+    import tffedu.models
+    from tffedu.config import ARCHS, SUPPORTED_ARCHS
+    assert SUPPORTED_ARCHS == tuple(ARCHS) == ("qwen3", "llama")
+    for name, a in ARCHS.items():
+        assert a.name == name and a.rope_type in ("neox", "norm")
+        cls = tffedu.models.creator(name)
+        assert isinstance(cls, type) and callable(cls.build_graph)
+        c = ModelConfig(arch=name, n_layer=1, hidden_size=64, n_head=4, n_head_kv=2, head_dim=16,
+                        ffn_size=96, vocab_size=50, context_length=64, rms_eps=1e-6, rope_base=1e4)
+        assert (c.rope_type, c.qk_norm, c.attn_bias) == (a.rope_type, a.qk_norm, a.attn_bias)
+        assert tffedu.models.create(c, 8).cfg is c
+        for mt in a.hf_model_types:
+            assert config_from_hf({"model_type": mt, "hidden_size": 64, "num_attention_heads": 4,
+                                   "num_hidden_layers": 1, "intermediate_size": 96,
+                                   "vocab_size": 50}).arch == name
+    # what transformers' own classes say about their architectures
+    assert ARCHS["qwen3"].qk_norm and not ARCHS["llama"].qk_norm
+    with pytest.raises(ModelError, match="'gpt2' has no model creator"):
+        tffedu.models.creator("gpt2")
+    with pytest.raises(ModelError, match="not supported"):
+        ModelConfig(arch="gpt2", n_layer=1, hidden_size=64, n_head=4, n_head_kv=2, head_dim=16, ffn_size=96,
+                    vocab_size=50, context_length=64, rms_eps=1e-6, rope_base=1e4)
+
+
+def test_layers_config_below_models():
+    """config never imports the model builders (it names them); tffedu.models imports a creator's
+    module only when asked for it."""
+    import subprocess
+    import sys
+    code = ("import sys, tffedu.config; a = 'tffedu.models' in sys.modules; import tffedu.models as M; "
+            "b = 'tffedu.models.qwen3' in sys.modules; M.creator('llama'); "
+            "print(a, b, 'tffedu.models.qwen3' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "True"]
+
+
+def test_attention_bias_from_hf():
+    "transformers' attention_bias puts a bias on q, k, v and o (its modeling code); mlp_bias is refused."
+    from tffedu.config import ATTN_PROJ
+    kw = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+              intermediate_size=96, num_hidden_layers=2, vocab_size=50)
+    for Config in (Qwen3Config, LlamaConfig):
+        assert config_from_hf(json.loads(Config(**kw).to_json_string())).attn_bias == ()
+        c = config_from_hf(json.loads(Config(attention_bias=True, **kw).to_json_string()))
+        assert c.attn_bias == ATTN_PROJ == ("attn_q", "attn_k", "attn_v", "attn_output")
+        shapes = c.weight_shapes()
+        assert (shapes["blk.1.attn_q.bias"], shapes["blk.1.attn_k.bias"], shapes["blk.1.attn_v.bias"],
+                shapes["blk.1.attn_output.bias"]) == ((64,), (32,), (32,), (64,))
+    with pytest.raises(ModelError, match="'mlp_bias' is true"):
+        config_from_hf(json.loads(LlamaConfig(mlp_bias=True, **kw).to_json_string()))
+
+
+def test_attention_bias_from_gguf_tensors(tmp_path):
+    """A GGUF's bias tensors (llama.cpp's names, written by gguf-py) give the config its biases; the
+    file's tensors are then checked against them: present in every block, one value per row, and no
+    bias the config would not add."""
+    from tffedu.config import check_tensors, weight_shapes
+    w = gguf.GGUFWriter(str(tmp_path / "b.gguf"), "llama")
+    w.add_block_count(2); w.add_embedding_length(64); w.add_feed_forward_length(96)
+    w.add_head_count(4); w.add_head_count_kv(2); w.add_layer_norm_rms_eps(1e-5)
+    w.add_tensor("token_embd.weight", np.zeros((50, 64), np.float32))
+    for name in ("attn_q", "attn_k", "attn_v"):       # Qwen2's three
+        w.add_tensor(f"blk.0.{name}.bias", np.zeros(64 if name == "attn_q" else 32, np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with GGUFFile(tmp_path / "b.gguf") as f:
+        c = config_from_gguf(f.metadata, f.tensors)
+    assert c.attn_bias == ("attn_q", "attn_k", "attn_v") and c.rope_type == "norm"
+    full = weight_shapes(c)
+    assert full["blk.1.attn_k.bias"] == (32,) and "blk.0.attn_output.bias" not in full
+    check_tensors(c, full)
+    with pytest.raises(ModelError, match=r"'blk.1.attn_k.bias' has shape \[64\], the config needs \[32\] "
+                                         r"\(n_head_kv\*head_dim\)"):
+        check_tensors(c, {**full, "blk.1.attn_k.bias": (64,)})
+    with pytest.raises(ModelError, match="lacks 1 weight.*blk.1.attn_v.bias"):
+        check_tensors(c, {n: s for n, s in full.items() if n != "blk.1.attn_v.bias"})
+    with pytest.raises(ModelError, match="'blk.0.attn_output.bias' is a bias the config does not have"):
+        check_tensors(c, {**full, "blk.0.attn_output.bias": (64,)})
+
+
+@pytest.mark.parametrize("value", [("attn_q", "ffn_up"), "attn_q", [1], 0])
+def test_attn_bias_must_name_projections(value):
+    with pytest.raises(ModelError, match="attn_bias must name projections"):
+        ModelConfig(arch="llama", n_layer=1, hidden_size=64, n_head=4, n_head_kv=2, head_dim=16, ffn_size=96,
+                    vocab_size=50, context_length=64, rms_eps=1e-6, rope_base=1e4, attn_bias=value)

@@ -325,6 +325,21 @@ def test_add_and_swiglu(C, rng, shape):
 
 
 @gpu
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1000), (7, 33), (64, 4096), (2, 3, 96), (4096 * 3 + 1, 2)])
+def test_add_bias_over_rows(C, rng, shape):
+    "add(a [..., N], b [N]): the bias added to every row (the attention biases), against numpy."
+    from tffedu.errors import ShapeError
+    a = rng.standard_normal(shape).astype(np.float32) * 5
+    b = rng.standard_normal(shape[-1]).astype(np.float32)
+    out = poisoned(shape)
+    C.add(dev(a), dev(b), out=out)
+    assert rel(host(out), a.astype(np.float64) + b) < 1e-7
+    assert rel(host(C.add(dev(a), dev(b))), a.astype(np.float64) + b) < 1e-7
+    with pytest.raises(ShapeError, match="b has shape"):
+        C.add(dev(a), dev(np.zeros(shape[-1] + 1, np.float32)))
+
+
+@gpu
 def test_cast_roundtrip(C, rng):
     x = rng.standard_normal((5, 33)).astype(np.float32)
     h = C.cast(dev(x), dtype="F16")

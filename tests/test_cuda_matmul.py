@@ -502,7 +502,7 @@ def test_matmul_cat_is_its_parts(T, Ns, K, wt):
     want = np.concatenate([op("matmul")(x, w, w_dtype=wt).get().ravel() for w in wd])
     got = op("matmul_cat")(x, *wd, w_dtype=wt).get()
     assert got.shape == (T * sum(Ns),)
-    v6 = wt == "Q8_0" and not cm._epilogue_in_gemv(wt, T, K) and cm.q8_gemm_available(K, T)
+    v6 = wt == "Q8_0" and not cm.reads_packed_i8(wt, T, K) and cm.q8_gemm_available(K, T)
     if v6:
         assert cm.relerr(got, want) < 1e-5
     else:

@@ -41,9 +41,10 @@ def test_paged_logits_equal_contiguous_and_hf(model, page_size):
                  num_pages=-(-len(ids) // page_size) * len(ids))
     for L in range(1, len(ids) + 1):
         eng.add(ids[:L], max_new_tokens=1)
-    step = eng._schedule()
-    assert len(step.reqs) == len(ids)               # one prefill step of 23 sequences
-    paged = eng._forward(step, logits=True)[1]
+    batch = eng.scheduler.schedule()
+    assert len(batch.reqs) == len(ids)              # one prefill step of 23 sequences
+    batch.input.logits = True
+    paged = eng._read(batch, eng.runner.launch(batch.input))[1]
     assert rel_err(paged, tffedu.model.Model.logits(model, ids)) < 1e-5   # the contiguous cache
     assert rel_err(model.logits(ids), tffedu.model.Model.logits(model, ids)) < 1e-5
     assert rel_err(paged, hf_logits(model.hf, ids)) < 1e-4
@@ -214,10 +215,10 @@ def test_long_prompt_does_not_stall_decoders(model):
     c = eng.add(long, max_new_tokens=5, ignore_eos=True)
     start = len(eng.history)
     eng.run()
-    prefill_steps = [h for h in eng.history[start:] if c.rid in h[1] and h[2][h[1].index(c.rid)] > 1]
+    prefill_steps = [h for h in eng.history[start:] if c.sid in h[1] and h[2][h[1].index(c.sid)] > 1]
     assert len(prefill_steps) == -(-len(long) // 18)                # 20 - 2 decode rows
-    for kind, rids, chunks in prefill_steps:
-        assert kind == "mixed" and rids[:2] == [a.rid, b.rid] and chunks[:2] == [1, 1]
+    for kind, sids, chunks in prefill_steps:
+        assert kind == "mixed" and sids[:2] == [a.sid, b.sid] and chunks[:2] == [1, 1]
         assert sum(chunks) <= 20
     assert eng.stats["mixed_steps"] == len(prefill_steps)
     for r, p, n in ((a, short[0], 16), (b, short[1], 16), (c, long, 5)):
@@ -274,16 +275,16 @@ def test_preemption_of_partial_prefills(model):
     for caching in (False, True):
         # 18 pages of 4: the short one's 2 + the long one's 15, one left; decoding needs more
         eng = Engine(model, page_size=4, num_pages=18, token_budget=8, prefix_caching=caching)
-        partial, preempt = [], eng._preempt
+        partial, preempt = [], eng.scheduler.preempt
 
         def spy(victim):
-            partial.append((victim.rid, eng._prefilling(victim), eng.cache.n_computed(victim.rid)))
+            partial.append((victim.sid, eng.scheduler.prefilling(victim), eng.cache.n_computed(victim.sid)))
             preempt(victim)
-        eng._preempt = spy
+        eng.scheduler.preempt = spy
         reqs = [eng.add(short, max_new_tokens=40, ignore_eos=True),
                 eng.add(long, max_new_tokens=5, ignore_eos=True)]
         eng.run()
-        assert partial and all(rid == 1 and pre and 0 < n < 60 for rid, pre, n in partial), partial
+        assert partial and all(sid == 1 and pre and 0 < n < 60 for sid, pre, n in partial), partial
         assert [r.tokens for r in reqs] == alone
         assert eng.stats["preempted"] == len(partial)
         assert eng.cache.n_free_pages == eng.cache.num_pages
@@ -314,7 +315,7 @@ def test_measure_decode_times_the_whole_batch(model, monkeypatch):
     rate = tffedu.engine.measure_decode(model, prompts, 8, new_tokens=5)
     assert rate > 0
     (eng,) = made
-    kinds = [(kind, len(rids)) for kind, rids, _ in eng.history]
+    kinds = [(kind, len(sids)) for kind, sids, _ in eng.history]
     assert kinds == [("prefill", 8)] + [("decode", 8)] * 4
     assert eng.stats["decode_tokens"] == 8 * 4
 
@@ -361,7 +362,7 @@ def _overlap_run(model, overlap, prompts, eos=(), cancel_at=None, **kw):
             eng.step()
     finally:
         model.eos_ids = saved
-    cached = [eng.cache.cached_prefix(r.seq) for r in reqs]      # pages hashed from the real tokens
+    cached = [eng.cache.cached_prefix(r.ids) for r in reqs]      # pages hashed from the real tokens
     return [r.tokens for r in reqs], [r.finish_reason for r in reqs], eng.stats, cached, eng.cache.n_free_pages
 
 
@@ -400,22 +401,24 @@ def test_overlap_only_for_greedy_decode_steps(model):
 def test_ids_from_last_needs_the_rows_of_the_step_before(model):
     "A step may take its ids from the step before only if that step had as many rows (and ids)."
     from tffedu.errors import GraphError
-    from tffedu.runner import step_feed
+    from tffedu.runner import StepInput
     eng = Engine(model, max_batch=4)
     reqs = [eng.add([1, 2, 3, 4], max_new_tokens=4), eng.add([5, 6], max_new_tokens=4)]
     eng.step()                                               # the prefill of both: next_ids [2]
     cache, run = eng.cache, eng.runner
+    sids = [r.sid for r in reqs]
     for r in reqs:
-        cache.extend(r.rid, [r.tokens[-1]])
-    dec = step_feed(cache, [r.rid for r in reqs], [r.seq_len - 1 for r in reqs], [1, 1], "decode")
-    want = run.launch("decode", dec).result()["next_ids"]
+        cache.extend(r.sid)
+    dec = StepInput.build(cache, "decode", sids, [r.seq_len - 1 for r in reqs], [1, 1], [r.ids[-1] for r in reqs])
+    want = run.launch(dec).result()["next_ids"]
     for r in reqs:
-        cache.extend(r.rid, [0])
-    nxt = step_feed(cache, [r.rid for r in reqs], [r.seq_len for r in reqs], [1, 1], "decode")
-    assert run.launch("decode", nxt, ids_from_last=True).result()["next_ids"].shape == want.shape
-    run.run("logits", step_feed(cache, [reqs[0].rid], [0], [cache.seq_len(reqs[0].rid)], "logits"))
+        cache.extend(r.sid)
+    nxt = StepInput.build(cache, "decode", sids, [r.seq_len for r in reqs], [1, 1])   # ids: the step before's
+    assert nxt.ids_from_last and run.launch(nxt).result()["next_ids"].shape == want.shape
+    p = reqs[0].prompt
+    run.run(StepInput.build(cache, "logits", [sids[0]], [0], [len(p)], p))
     with pytest.raises(GraphError, match="has 0 next_ids"):   # a logits step leaves none
-        run.launch("decode", nxt, ids_from_last=True)
+        run.launch(nxt)
 
 
 def test_last_captured_is_the_bucket_run_last(model):

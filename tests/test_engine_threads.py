@@ -66,7 +66,7 @@ def test_threads_equal_serial(model):
         run_threads(4, work)
         assert got == serial
         assert not engine_of(model).busy
-        shared = [rids for kind, rids, _ in engine_of(model).history[steps0:] if len(rids) > 1]
+        shared = [sids for kind, sids, _ in engine_of(model).history[steps0:] if len(sids) > 1]
         if shared:
             break
     assert shared, "the threads' requests never shared a step"

@@ -103,7 +103,7 @@ class KVCacheMachine(RuleBasedStateMachine):
         before, n = snapshot(self.cache), len(self.tokens[sid])
         assert self.cache.extend_cost(sid, len(new)) == self.pages_for(n + len(new)) - self.pages_for(n)
         try:
-            self.cache.extend(sid, new)
+            self.cache.extend(sid, len(new))
         except KVCacheError:
             assert self.cache.n_free_pages < self.pages_for(n + len(new)) - self.pages_for(n)
             assert snapshot(self.cache) == before, "a failed extend changed the cache"
@@ -120,8 +120,26 @@ class KVCacheMachine(RuleBasedStateMachine):
         stop = data.draw(st.integers(start + 1, len(self.tokens[sid])), label="stop")
         for layer in range(N_LAYERS):
             self.cache.write(sid, layer, start, *expected_kv(self.tokens[sid], start, stop, layer))
-        self.cache.commit(sid, stop - start)
+        self.cache.commit(sid, stop - start, self.tokens[sid])
         self.computed[sid] = stop
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def truncate(self, data):
+        "Drop a sequence's last tokens (rejected drafts); the page the next token lands in must be private."
+        self.count("truncate")
+        sid = data.draw(st.sampled_from(sorted(self.tokens)), label="seq")
+        n = data.draw(st.integers(0, len(self.tokens[sid])), label="keep")
+        before = snapshot(self.cache)
+        try:
+            copies = self.cache.truncate(sid, n)
+        except KVCacheError:
+            assert self.cache.n_free_pages == 0, "truncate refused although a page was free"
+            assert snapshot(self.cache) == before, "a failed truncate changed the cache"
+            return
+        assert all(src != dst for src, dst in copies) and len(copies) <= 1
+        del self.tokens[sid][n:]
+        self.computed[sid] = min(self.computed[sid], n)
 
     @precondition(lambda self: self.tokens)
     @rule(data=st.data())
@@ -178,7 +196,11 @@ class KVCacheMachine(RuleBasedStateMachine):
             with pytest.raises(KVCacheError):
                 self.cache.admit(sid, [1])
             with pytest.raises(KVCacheError):
-                self.cache.commit(sid, len(self.tokens[sid]) - self.computed[sid] + 1)
+                self.cache.commit(sid, len(self.tokens[sid]) - self.computed[sid] + 1, self.tokens[sid])
+            with pytest.raises(KVCacheError):
+                self.cache.truncate(sid, len(self.tokens[sid]) + 1)
+            with pytest.raises(KVCacheError):
+                self.cache.extend(sid, -1)
             if self.computed[sid]:  # computed positions (maybe shared) are read-only
                 with pytest.raises(KVCacheError):
                     self.cache.write(sid, 0, 0, *expected_kv(self.tokens[sid], 0, 1, 0))
@@ -242,7 +264,7 @@ def test_kvcache_state_machine():
     total = sum(STEPS.values())
     print(f"\nKV cache state machine: {total} steps over 150 examples: {dict(STEPS)}")
     assert total >= 2000, f"only {total} steps ran"
-    for name in ("admit", "extend", "compute", "fork", "free", "preempt"):
+    for name in ("admit", "extend", "compute", "truncate", "fork", "free", "preempt"):
         assert STEPS[name] >= 50, f"rule {name} ran only {STEPS[name]} times"
 
 
@@ -254,7 +276,7 @@ def make(P=4, N=16, **kw):
 def prefill(cache, sid, tokens, start):
     for layer in range(N_LAYERS):
         cache.write(sid, layer, start, *expected_kv(tokens, start, len(tokens), layer))
-    cache.commit(sid, len(tokens) - start)
+    cache.commit(sid, len(tokens) - start, tokens)
 
 
 def test_prefix_hit_shares_pages_and_values():
@@ -323,8 +345,8 @@ def test_fork_copies_the_partial_page():
     c.fork("a", "f")
     ta, tf = c.page_table("a"), c.page_table("f")
     assert ta[0] == tf[0] and ta[1] != tf[1]  # full page shared, partial page copied
-    c.extend("f", [99]); prefill(c, "f", a + [99], 6)
-    c.extend("a", [42]); prefill(c, "a", a + [42], 6)
+    c.extend("f"); prefill(c, "f", a + [99], 6)
+    c.extend("a"); prefill(c, "a", a + [42], 6)
     assert np.array_equal(c.gather("a", 0)[0], expected_kv(a + [42], 0, 7, 0)[0])
     assert np.array_equal(c.gather("f", 0)[0], expected_kv(a + [99], 0, 7, 0)[0])
 
@@ -336,11 +358,11 @@ def test_out_of_pages_is_recoverable():
     with pytest.raises(KVCacheError, match="out of KV pages"):
         c.admit("b", list(range(5)))
     with pytest.raises(KVCacheError, match="out of KV pages"):
-        c.extend("a", [1, 2, 3, 4])
+        c.extend("a", 4)
     with pytest.raises(KVCacheError, match="out of KV pages"):
         c.fork("a", "b")
     assert snapshot(c) == before
-    c.extend("a", [1, 2, 3])  # fits in the last page
+    c.extend("a", 3)  # fits in the last page
     c.free("a")
     assert c.admit("b", list(range(5))) == 0
 
@@ -366,19 +388,21 @@ def test_batch_tables_and_errors():
         KVCache(1, 1, 2, 0)
 
 
-def test_set_token_fills_only_a_reserved_slot():
-    "A slot reserved before its token was known (chapter 14a's overlap) takes the token; nothing else does."
+def test_truncate_gives_back_slots_and_never_writes_a_shared_page():
+    "Drafts rejected: slots past n go back; the page the next token lands in is private again."
     c = make(P=4)
-    c.admit("x", [1, 2, 3, 4, 5])
-    c.commit("x", 5)
-    c.extend("x", [0])                                # position 5: reserved, token unknown
-    c.set_token("x", 5, 42)
-    assert c.seqs["x"].tokens == [1, 2, 3, 4, 5, 42]
-    for pos in (4, 6, -1):                           # computed, past the end, negative
-        with pytest.raises(KVCacheError, match="not a reserved"):
-            c.set_token("x", pos, 7)
-    c.commit("x", 1)
-    with pytest.raises(KVCacheError, match="not a reserved"):
-        c.set_token("x", 5, 7)                       # computed now: its K/V may be shared
-    with pytest.raises(KVCacheError, match="unknown sequence"):
-        c.set_token("nobody", 0, 1)
+    a = list(range(10))
+    c.admit("a", a); prefill(c, "a", a, 0)            # pages: 0-3 (full), 4-7 (full), 8-9
+    c.fork("a", "f")                                 # f shares a's two full pages
+    shared = c.page_table("a")[1]
+    assert c.truncate("f", 6) == [(shared, c.page_table("f")[1])]   # copy-on-write of page 2
+    assert c.seq_len("f") == c.n_computed("f") == 6 and len(c.page_table("f")) == 2
+    c.extend("f", 1); prefill(c, "f", a[:6] + [77], 6)                # f writes its own copy
+    assert np.array_equal(c.gather("a", 0)[0], expected_kv(a, 0, 10, 0)[0])    # a is untouched
+    assert np.array_equal(c.gather("f", 0)[0], expected_kv(a[:6] + [77], 0, 7, 0)[0])
+    c.free("f")
+    assert c.truncate("a", 6) == [] and c.pool.pages[shared].hash is None   # ours alone: unpublished
+    assert c.admit("b", a) == 4                       # so only the first page is still a prefix hit
+    for bad in (7, -1, 2.0, True):
+        with pytest.raises(KVCacheError):
+            c.truncate("a", bad)

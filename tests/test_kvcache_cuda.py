@@ -26,9 +26,10 @@ def test_cuda_kernels_read_this_cache(P):
         n = c.admit(sid, toks)
         k, v = rng.standard_normal((2, len(toks) - n, Hkv, D)).astype(np.float32)
         c.write(sid, 0, n, k, v)
-        c.commit(sid, len(toks) - n)
+        c.commit(sid, len(toks) - n, toks)
     c.fork("b", "b2")
-    c.extend("b2", [9]); c.write("b2", 0, 137, *rng.standard_normal((2, 1, Hkv, D)).astype(np.float32)); c.commit("b2", 1)
+    c.extend("b2"); c.write("b2", 0, 137, *rng.standard_normal((2, 1, Hkv, D)).astype(np.float32))
+    c.commit("b2", 1, prompts["b"] + [9])
     assert c.page_table("b")[0] == c.page_table("a")[0]  # b reuses a's prefix pages
     sids = ["a", "b", "b2", "c"]
     tables, lens = c.batch_tables(sids)

@@ -13,7 +13,7 @@ import pytest
 
 import tffedu
 from tffedu import runner as R
-from tffedu.models.qwen3 import CREATORS
+from tffedu.models import create
 from tffedu.sampling import SamplingParams
 from tffedu.tensor import F16
 from hf_models import tiny_llama, tiny_qwen3, write_gguf
@@ -36,7 +36,7 @@ def files(tmp_path_factory):
 def lowered(path, kind, N, B, backend="cuda"):
     m = tffedu.load(path)
     cfg = m.config
-    creator = CREATORS.create(cfg.arch, cfg, m.n_ctx, {n: w.dtype for n, w in m.weights.items()})
+    creator = create(cfg, m.n_ctx, {n: w.dtype for n, w in m.weights.items()})
     pages = R.PagedGraphs(creator, (8, 16, cfg.n_head_kv, cfg.head_dim), F16)
     return R.lower(pages.build(kind, N, B, 2), backend)
 

@@ -317,6 +317,18 @@ for op in ("add", "swiglu"):
             ref = (lambda x, y: x + y) if op == "add" else (lambda x, y: x / (1 + np.exp(-x)) * y)
             return (lambda: ([a, b], {})), (lambda args, kw: ref(args[0].astype(np.float64), args[1]))
 
+for shape in ((3, 96), (5, 7), (2, 3, 33)):      # add's other form: a bias [N] over the rows of [..., N]
+    @case("add", f"{list(shape)} + bias [{shape[-1]}]", tol_gpu=1e-6)
+    def _(shape=shape):
+        a, b = f32(*shape), f32(shape[-1])
+        return (lambda: ([a, b], {})), (lambda args, kw: args[0].astype(np.float64) + args[1])
+
+
+@case("add", "[4, 48] + bias [48] as a BF16 weight", cpu_only=True)   # the GPU's 1-D weights are f32
+def _():
+    a, b = f32(4, 48), weight(f32(48), "BF16")
+    return (lambda: ([a, b], {})), (lambda args, kw: args[0].astype(np.float64) + dequant(args[1]))
+
 for op, shape in (("silu", (4, 33)), ("mul", (4, 33))):
     @case(op, f"{list(shape)}")
     def _(op=op, shape=shape):

@@ -89,7 +89,7 @@ def test_decode_batch_with_shared_prefix_and_out():
         if n:  # the cached prefix holds a's K/V for those positions
             k[:n], v[:n] = kv["a"][0][:n], kv["a"][1][:n]
         c.write(sid, 0, n, k[n:], v[n:])
-        c.commit(sid, len(toks) - n)
+        c.commit(sid, len(toks) - n, toks)
         kv[sid] = (k, v)
     assert c.n_computed("b") == 10 and c.page_table("b")[:2].tolist() == c.page_table("a")[:2].tolist()
     tables, lens = c.batch_tables(list(prompts))
@@ -129,9 +129,9 @@ class Toy:
         self.wq, self.wo = r.standard_normal((L, d, Hq * D)) / 4, r.standard_normal((L, Hq * D, d)) / 4
         self.wk, self.wv = r.standard_normal((2, L, d, Hkv * D)) / 4
 
-    def step(self, cache, sid):
-        "Compute the uncomputed tokens of sid through the paged cache; the last hidden state."
-        start, toks = cache.n_computed(sid), cache.seqs[sid].tokens
+    def step(self, cache, sid, toks):
+        "Compute the uncomputed tokens of sid (token ids `toks`) through the paged cache; the last hidden state."
+        start = cache.n_computed(sid)
         T = len(toks) - start
         h = self.emb[toks[start:]] + self.pos[start:len(toks)]
         for l in range(self.L):
@@ -141,7 +141,7 @@ class Toy:
             cache.write(sid, l, start, k, v)
             a = paged_attention(q, cache.k[l], cache.v[l], cache.page_table(sid), len(toks))
             h = h + a.reshape(T, -1) @ self.wo[l]
-        cache.commit(sid, T)
+        cache.commit(sid, T, toks)
         return h[-1]
 
     def full(self, toks):
@@ -165,25 +165,28 @@ def test_toy_model_paged_equals_full_recompute(P):
     system = rng.integers(0, 40, 9).tolist()
     prompts = {"a": system + [1, 2, 3], "b": system + [4, 5], "t1": system + list(range(6, 13)),
                "t2": system + list(range(6, 13))}
-    c.admit("a", prompts["a"])
-    model.step(c, "a")
+    seqs = {sid: list(p) for sid, p in prompts.items()}   # every sequence's tokens: ours, not the cache's
+    c.admit("a", seqs["a"])
+    model.step(c, "a", seqs["a"])
     for sid in ("b", "t1", "t2"):  # admitted in the same step: t1 and t2 are twins
         n_cached = c.admit(sid, prompts[sid])
         assert (n_cached > 0) == (P <= 9), "the shared system prompt should come from the prefix cache"
     for sid in ("t2", "t1", "b"):  # t2 first: it must not rely on pages t1 has not computed yet
-        model.step(c, sid)
+        model.step(c, sid, seqs[sid])
     c.fork("b", "b2")
+    seqs["b2"] = list(seqs["b"])
     for i in range(12):  # decode: every sequence one token per step; b and b2 diverge
         for sid in ("a", "b", "b2", "t1", "t2"):
-            c.extend(sid, [int(rng.integers(0, 40))])
-            out = model.step(c, sid)
+            seqs[sid].append(int(rng.integers(0, 40)))
+            c.extend(sid)
+            out = model.step(c, sid, seqs[sid])
             if i % 3 == 2:  # the torch reference is the slow part: check every third step
-                np.testing.assert_allclose(out, model.full(c.seqs[sid].tokens), atol=1e-4)
+                np.testing.assert_allclose(out, model.full(seqs[sid]), atol=1e-4)
         if i == 5:  # preempt a: its pages go to the prefix cache, the others must not notice
-            tokens = list(c.seqs["a"].tokens)
+            tokens = seqs["a"]
             c.free("a")
             assert c.admit("a", tokens) > 0 or P > len(tokens) - 1
-            np.testing.assert_allclose(model.step(c, "a"), model.full(tokens), atol=1e-4)
+            np.testing.assert_allclose(model.step(c, "a", tokens), model.full(tokens), atol=1e-4)
 
 
 

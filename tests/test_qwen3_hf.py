@@ -29,6 +29,9 @@ CASES = {
     "llama-gqa3-tied": (tiny_llama, dict(hidden=96, heads=6, kv_heads=2, ffn=160), "F32"),
     "llama-gqa4-untied-Q8_0": (tiny_llama, dict(hidden=64, heads=4, kv_heads=1, tied=False), "Q8_0"),
     "llama-linear-rope-x4": (tiny_llama, dict(rope_scaling={"rope_type": "linear", "factor": 4.0}), "F32"),
+    # attention_bias: q, k, v and o biases (random: HF starts them at 0), Llama's q/k biases permuted
+    "qwen3-gqa4-bias": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=16, attention_bias=True), "F32"),
+    "llama-gqa3-bias-Q8_0": (tiny_llama, dict(hidden=96, heads=6, kv_heads=2, ffn=160, attention_bias=True), "Q8_0"),
 }
 
 
@@ -125,3 +128,30 @@ def test_hf_folder_loads_too(build, tmp_path):
     m = tffedu.model.load(tmp_path)
     assert m.config.arch == hf.config.model_type
     assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+
+
+@pytest.mark.parametrize("build", [tiny_qwen3, tiny_llama], ids=["qwen3", "llama"])
+def test_hf_folder_with_attention_bias(build, tmp_path, monkeypatch):
+    """HF's `attention_bias=True` (biases on q, k, v and o) from a HF folder through tffedu.load: the
+    logits of HF's own model, and far from those of the same model without its biases (so the check
+    would see a bias left out, or a Llama q/k bias not permuted like its rows)."""
+    import copy
+    import torch
+    from tffedu.config import ATTN_PROJ
+    hf = build(seed=9, hidden=64, heads=4, kv_heads=2, attention_bias=True)
+    hf.save_pretrained(tmp_path)
+    m = tffedu.load(tmp_path)
+    assert m.config.attn_bias == ATTN_PROJ
+    ref = hf_logits(hf, PROMPT)
+    assert rel_err(m.logits(PROMPT), ref) < TOL
+    plain = copy.deepcopy(hf)
+    with torch.no_grad():
+        for name, p in plain.named_parameters():
+            if name.endswith(".bias"):
+                p.zero_()
+    assert rel_err(hf_logits(plain, PROMPT), ref) > 1e-2
+    if build is tiny_llama:     # and a Llama's q/k biases left in HF's order (only the weights permuted)
+        from tffedu.safetensors import HFModel
+        permuted = HFModel._permuted
+        monkeypatch.setattr(HFModel, "_permuted", lambda self, n: permuted(self, n) and n.endswith(".weight"))
+        assert rel_err(tffedu.model.load(tmp_path).logits(PROMPT), ref) > 1e-3

@@ -18,7 +18,6 @@ Modules:
 - `tffedu.memory`: Memory (chapter 02): allocators per device, MemoryBlock (RAII ownership), leak tracker, pools.
 - `tffedu.model`: `tffedu.load(path)` -> Model: logits and text generation on a backend (chapter 08).
 - `tffedu.modelfile`: Opening model files (chapter 03d): the format detector, GGUF files and HF folders as one model interface, checked against their config before use, and the `tffedu inspect` report.
-- `tffedu.models.llama`: Model creators (chapter 08): Llama / SmolLM2, Qwen3's block without the per-head q/k norms.
 - `tffedu.models.qwen3`: Model creators (chapter 08): build the prefill and decode graphs of Qwen3 from a ModelConfig.
 - `tffedu.ops.cpu`: CPU backend (chapter 07): the transformer's operators in numpy, registered as backend "cpu".
 - `tffedu.ops.cuda`: CUDA backend, part 1 (chapter 10): context, kernel loader, timing, and the memory-bound ops.

@@ -19,9 +19,10 @@ __all__ = ['attention_block', 'ffn_block', 'qwen3_layer', 'qwen3_layer_graph']
 # %% ../notebooks/05b_blocks.ipynb #2da118b6
 def attention_block(g: Graph, x: Node, pos: Node, il: int, *, n_head: int, n_head_kv: int,
                     head_dim: int, eps: float = 1e-6, rope: dict | None = None,
-                    qk_norm: bool = True, weight=None, attend=None) -> Node:
+                    qk_norm: bool = True, bias: tuple = (), weight=None, attend=None) -> Node:
     """x + o_proj(attention(rope(q_norm(q)), rope(k_norm(k)), v)) for block `il`, x [T, D].
-    `rope`: the rope op's attributes (default theta 1e6, NEOX); `weight(name, shape)` makes weight
+    `rope`: the rope op's attributes (default theta 1e6, NEOX); `bias`: the projections ("attn_q",
+    "attn_k", "attn_v", "attn_output") that add a bias [rows]; `weight(name, shape)` makes weight
     nodes (default `g.weight`); `attend(q, k, v)` -> [T, n_head, head_dim] (default: causal)."""
     T, D = x.shape
     p = f"blk.{il}."
@@ -29,10 +30,17 @@ def attention_block(g: Graph, x: Node, pos: Node, il: int, *, n_head: int, n_hea
     W = lambda name, shape: make(f"{p}{name}.weight", shape)  # noqa: E731
     rope = dict(theta=1e6, mode="neox") if rope is None else rope
     q_rows, kv_rows = n_head * head_dim, n_head_kv * head_dim
+
+    def proj(h: Node, w: str, rows: int, cols: int, name: str) -> Node:   # h @ W.T (+ its bias)
+        y = g.op("matmul", h, W(w, (rows, cols)), name=p + name)
+        if w in bias:     # one value per output row, added to every token's row: [T, rows] + [rows]
+            y = g.op("add", y, make(f"{p}{w}.bias", (rows,)), name=p + name + "_bias")
+        return y
+
     h = g.op("rmsnorm", x, W("attn_norm", (D,)), eps=eps, name=p + "attn_norm")
-    q = g.op("matmul", h, W("attn_q", (q_rows, D)), name=p + "q")           # [T, Hq*hd]
-    k = g.op("matmul", h, W("attn_k", (kv_rows, D)), name=p + "k")          # [T, Hkv*hd]
-    v = g.op("matmul", h, W("attn_v", (kv_rows, D)), name=p + "v")
+    q = proj(h, "attn_q", q_rows, D, "q")                                     # [T, Hq*hd]
+    k = proj(h, "attn_k", kv_rows, D, "k")                                    # [T, Hkv*hd]
+    v = proj(h, "attn_v", kv_rows, D, "v")
     q = g.op("reshape", q, shape=(T, n_head, head_dim), name=p + "q_heads")
     k = g.op("reshape", k, shape=(T, n_head_kv, head_dim), name=p + "k_heads")
     v = g.op("reshape", v, shape=(T, n_head_kv, head_dim), name=p + "v_heads")
@@ -46,7 +54,7 @@ def attention_block(g: Graph, x: Node, pos: Node, il: int, *, n_head: int, n_hea
     else:
         a = attend(q, k, v)
     a = g.op("reshape", a, shape=(T, q_rows), name=p + "attn_flat")
-    o = g.op("matmul", a, W("attn_output", (D, q_rows)), name=p + "attn_out")
+    o = proj(a, "attn_output", D, q_rows, "attn_out")
     return g.op("add", x, o, name=p + "attn_res")
 
 

@@ -19,16 +19,33 @@ from .errors import ConfigError
 from .quant import DEQUANTIZE
 
 # %% auto #0
-__all__ = ['SUPPORTED_ARCHS', 'ROPE_TYPES', 'ROPE_SCALINGS', 'LIMITS', 'ROPE_BASE_RANGE', 'MAX_PROJ', 'HF_ARCHS', 'ModelConfig',
-           'rope_scale', 'config_from_gguf', 'config_from_hf', 'weight_shapes', 'check_tensors']
+__all__ = ['ATTN_PROJ', 'ARCHS', 'SUPPORTED_ARCHS', 'ROPE_SCALINGS', 'LIMITS', 'ROPE_BASE_RANGE', 'MAX_PROJ', 'Arch',
+           'ModelConfig', 'rope_scale', 'config_from_gguf', 'config_from_hf', 'weight_shapes', 'check_tensors']
+
+# %% ../notebooks/03b_config.ipynb #1bf630cb
+@dataclass(frozen=True)
+class Arch:
+    "What differs between architectures: one row each, read by the config readers and the creators."
+    name: str                        # GGUF general.architecture, and ModelConfig.arch
+    hf_model_types: tuple[str, ...]  # the config.json model_type values of this architecture
+    rope_type: str                   # "neox": rotate halves / "norm": adjacent pairs (HF q/k rows permuted, 03c)
+    creator: str                     # "module.Class" in tffedu.models that builds its graphs (chapter 08)
+    qk_norm: bool = False            # RMSNorm on each q and k head before RoPE (attn_q_norm, attn_k_norm)
+    attn_bias: tuple[str, ...] = ()  # projections (of ATTN_PROJ) every model of it has a bias on
+
+
+ATTN_PROJ = ("attn_q", "attn_k", "attn_v", "attn_output")   # the attention's projections (GGUF names)
+
+
+ARCHS = {a.name: a for a in [
+    Arch("qwen3", ("qwen3",), rope_type="neox", creator="qwen3.Qwen3Creator", qk_norm=True),
+    Arch("llama", ("llama",), rope_type="norm", creator="qwen3.Qwen3Creator"),
+]}
+
+
+SUPPORTED_ARCHS = tuple(ARCHS)
 
 # %% ../notebooks/03b_config.ipynb #b3702d33
-SUPPORTED_ARCHS = ("qwen3", "llama")
-
-
-ROPE_TYPES = {"qwen3": "neox", "llama": "norm"}   # llama.cpp's llama_model_rope_type()
-
-
 ROPE_SCALINGS = ("none", "default", "linear")     # what the RoPE op computes (chapter 07)
 
 
@@ -48,7 +65,7 @@ MAX_PROJ = 1 << 17   # rows of attn_q (n_head * head_dim) and attn_k/v: Llama 3.
 @dataclass(frozen=True)
 class ModelConfig:
     "The shape of a decoder-only transformer, as the model builders (chapter 08) need it."
-    arch: str                # "qwen3" or "llama"
+    arch: str                # a key of ARCHS ("qwen3", "llama")
     n_layer: int             # transformer blocks
     hidden_size: int         # width of the residual stream (n_embd)
     n_head: int              # query heads
@@ -59,10 +76,11 @@ class ModelConfig:
     context_length: int      # trained context
     rms_eps: float
     rope_base: float         # theta
-    rope_type: str = "neox"  # "neox": rotate halves (Qwen3) / "norm": adjacent pairs (llama.cpp)
+    rope_type: str | None = None   # "neox" / "norm" (see Arch); None: the architecture's
     rope_dim: int = 0        # rotated dims per head (0 -> head_dim)
     tied_embeddings: bool = False   # output projection = token embedding (no output.weight)
-    qk_norm: bool = False    # Qwen3: RMSNorm on each q and k head before RoPE
+    qk_norm: bool | None = None    # per-head q/k RMSNorm before RoPE; None: the architecture's
+    attn_bias: tuple[str, ...] | None = None   # projections with a bias (of ATTN_PROJ); None: the arch's
     rope_scaling: dict | None = field(default=None, compare=False)  # as the file gives it
 
     def __post_init__(self):
@@ -99,8 +117,11 @@ def _bad(field_name: str, msg: str):
 
 def _check_config(c: ModelConfig) -> None:
     "Types and ranges of every field: a ModelConfig that exists can be built and run."
-    if c.arch not in SUPPORTED_ARCHS:
-        _bad("arch", f"architecture {c.arch!r} is not supported (tffedu runs {', '.join(SUPPORTED_ARCHS)})")
+    if not isinstance(c.arch, str) or c.arch not in ARCHS:
+        _bad("arch", f"architecture {c.arch!r} is not supported (tffedu runs {', '.join(ARCHS)})")
+    for name in ("rope_type", "qk_norm", "attn_bias"):   # not given: the architecture's (ARCHS)
+        if getattr(c, name) is None:
+            object.__setattr__(c, name, getattr(ARCHS[c.arch], name))
     for name, hi in LIMITS.items():
         v = getattr(c, name)
         if not _is_int(v):
@@ -132,6 +153,10 @@ def _check_config(c: ModelConfig) -> None:
     for name in ("tied_embeddings", "qk_norm"):
         if not isinstance(getattr(c, name), (bool, np.bool_)):
             _bad(name, f"{name} must be a bool, got {getattr(c, name)!r}")
+    bias = c.attn_bias
+    if not isinstance(bias, (tuple, list)) or not all(isinstance(p, str) and p in ATTN_PROJ for p in bias):
+        _bad("attn_bias", f"attn_bias must name projections among {', '.join(ATTN_PROJ)}, got {_short(bias)}")
+    object.__setattr__(c, "attn_bias", tuple(p for p in ATTN_PROJ if p in bias))   # a tuple, in block order
     rope_scale(c.rope_scaling)
 
 # %% ../notebooks/03b_config.ipynb #97f19f78
@@ -192,12 +217,13 @@ _GGUF_KEYS = {"n_layer": "block_count", "hidden_size": "embedding_length",
 
 def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
     """A ModelConfig from GGUF metadata and the tensors (a dict name -> TensorInfo or shape, or just
-    names): they tell whether there is a separate output, and the embedding's rows. The per-head
-    q/k norms come with the architecture (every Qwen3 has them), not with the tensors present."""
+    names): they tell whether there is a separate output, the embedding's rows, and which attention
+    projections have a bias (`blk.0.attn_q.bias`, ...). The RoPE layout and the per-head q/k norms
+    come with the architecture (ARCHS: every Qwen3 has them), not with the tensors present."""
     arch = _key(meta, "general.architecture", str)
-    if arch not in SUPPORTED_ARCHS:
+    if arch not in ARCHS:
         raise ConfigError(f"architecture {_short(arch)} (general.architecture) is not supported; "
-                          f"tffedu runs {', '.join(SUPPORTED_ARCHS)}")
+                          f"tffedu runs {', '.join(ARCHS)}")
     k = lambda name, kind=int, default=None: _key(meta, f"{arch}.{name}", kind, default)  # noqa: E731
     hidden, n_head = k("embedding_length"), k("attention.head_count")
     if n_head < 1:    # before hidden // n_head
@@ -211,6 +237,7 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
         vocab = shapes["token_embd.weight"][0]
     else:
         vocab = k("vocab_size", int, 0) or len(meta.get("tokenizer.ggml.tokens", ()))
+    bias = tuple(p for p in ATTN_PROJ if p in ARCHS[arch].attn_bias or f"blk.0.{p}.bias" in names)
     prefix = f"{arch}.rope.scaling."
     scaling = {key[len(prefix):]: v for key, v in meta.items() if key.startswith(prefix)} or None
     try:
@@ -220,10 +247,10 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
             ffn_size=k("feed_forward_length"), vocab_size=vocab,
             context_length=k("context_length", int, 2048),
             rms_eps=k("attention.layer_norm_rms_epsilon", float),
-            rope_base=k("rope.freq_base", float, 10000.0), rope_type=ROPE_TYPES[arch],
+            rope_base=k("rope.freq_base", float, 10000.0),     # rope_type, qk_norm: the arch's
             rope_dim=k("rope.dimension_count", int, head_dim),
             tied_embeddings=bool(names) and "output.weight" not in names,
-            qk_norm=arch == "qwen3", rope_scaling=scaling)
+            attn_bias=bias, rope_scaling=scaling)
     except ConfigError as e:    # name the key behind the field
         f = getattr(e, "field", None)
         where = (f"metadata key '{arch}.{_GGUF_KEYS[f]}'" if f in _GGUF_KEYS else
@@ -233,7 +260,7 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
         raise ConfigError(f"{where}: {e}") from None
 
 # %% ../notebooks/03b_config.ipynb #7000796a
-HF_ARCHS = {"qwen3": "qwen3", "llama": "llama"}
+_HF_ARCHS = {t: a for a in ARCHS.values() for t in a.hf_model_types}   # model_type -> Arch
 _HF_FIELDS = {"n_layer": "num_hidden_layers", "hidden_size": "hidden_size",
               "n_head": "num_attention_heads", "n_head_kv": "num_key_value_heads",
               "head_dim": "head_dim", "ffn_size": "intermediate_size", "vocab_size": "vocab_size",
@@ -246,9 +273,9 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     if not isinstance(cfg, dict):
         raise ConfigError(f"{source}: the top level must be a JSON object, got {type(cfg).__name__}")
     mt = cfg.get("model_type")
-    if not isinstance(mt, str) or mt not in HF_ARCHS:
+    if not isinstance(mt, str) or mt not in _HF_ARCHS:
         raise ConfigError(f"{source}: model_type {_short(mt)} is not supported; tffedu runs "
-                          f"{', '.join(HF_ARCHS)}")
+                          f"{', '.join(_HF_ARCHS)}")
 
     def get(name, kind=int, default=None):
         v = cfg.get(name)
@@ -262,7 +289,10 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
                               f"{type(v).__name__} {_short(v)}")
         return kind(v)
 
-    arch = HF_ARCHS[mt]
+    a = _HF_ARCHS[mt]
+    if get("mlp_bias", bool, False):
+        raise ConfigError(f"{source}: 'mlp_bias' is true, and tffedu's feed-forward has no biases")
+    bias = ATTN_PROJ if get("attention_bias", bool, False) else a.attn_bias
     hidden, n_head = get("hidden_size"), get("num_attention_heads")
     if n_head < 1:    # before hidden // n_head
         raise ConfigError(f"{source}: 'num_attention_heads' = {n_head} must be at least 1")
@@ -278,14 +308,14 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
         scaling = rope
     try:
         return ModelConfig(
-            arch=arch, n_layer=get("num_hidden_layers"), hidden_size=hidden, n_head=n_head,
+            arch=a.name, n_layer=get("num_hidden_layers"), hidden_size=hidden, n_head=n_head,
             n_head_kv=get("num_key_value_heads", int, n_head), head_dim=head_dim,
             ffn_size=get("intermediate_size"), vocab_size=get("vocab_size"),
             context_length=get("max_position_embeddings", int, 2048),
             rms_eps=get("rms_norm_eps", float, 1e-6), rope_base=float(theta),
-            rope_type=ROPE_TYPES[arch], rope_dim=head_dim,
+            rope_dim=head_dim,                                  # rope_type, qk_norm: the arch's
             tied_embeddings=get("tie_word_embeddings", bool, False),
-            qk_norm=arch == "qwen3", rope_scaling=scaling)
+            attn_bias=bias, rope_scaling=scaling)
     except ConfigError as e:    # name the config.json field behind the ModelConfig field
         f = getattr(e, "field", None)
         if f not in _HF_FIELDS:
@@ -317,8 +347,10 @@ def weight_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
              "ffn_gate": (F, D), "ffn_up": (F, D), "ffn_down": (D, F)}
     if c.qk_norm:
         block.update(attn_q_norm=(hd,), attn_k_norm=(hd,))
+    rows = {"attn_q": c.q_size, "attn_k": c.kv_size, "attn_v": c.kv_size, "attn_output": D}
     for il in range(c.n_layer):
         out.update({f"blk.{il}.{n}.weight": s for n, s in block.items()})
+        out.update({f"blk.{il}.{p}.bias": (rows[p],) for p in c.attn_bias})   # one value per row
     return out
 
 
@@ -342,6 +374,10 @@ def check_tensors(c: ModelConfig, shapes: dict, types: dict | None = None,
                           f"num_hidden_layers) but the file has tensors for {len(blocks)} of them "
                           f"(none for block {first})")
     want = weight_shapes(c)
+    stray = [n for n in shapes if n.endswith(".bias") and n not in want]
+    if stray:
+        raise ConfigError(f"{where}: tensor {stray[0]!r} is a bias the config does not have (its "
+                          f"attention biases: {', '.join(c.attn_bias) or 'none'}): nothing would add it")
     missing = [n for n in want if n not in shapes]
     if missing:
         raise ConfigError(f"{where} lacks {len(missing)} weight(s) the config needs: "
@@ -349,9 +385,10 @@ def check_tensors(c: ModelConfig, shapes: dict, types: dict | None = None,
     for n, s in want.items():
         got = tuple(int(d) for d in shapes[n])
         if got != s:
-            kind = n.split(".")[-2]
+            rule = _ROWS_COLS.get(n.split(".")[-2], "hidden_size")
+            rule = rule.split(" x ")[0] if n.endswith(".bias") else rule   # a bias: one per row
             raise ConfigError(f"{where}: tensor {n!r} has shape {list(got)}, the config needs "
-                              f"{list(s)} ({_ROWS_COLS.get(kind, 'hidden_size')})")
+                              f"{list(s)} ({rule})")
     for n in want if types else ():
         if types.get(n, "F32") not in DEQUANTIZE:
             raise ConfigError(f"{where}: tensor {n!r} is {types[n]}, a type tffedu does not compute "

@@ -22,24 +22,25 @@ from .factory import patch
 from .kvcache import KVCache
 from . import model as _model
 from .model import Generation, _stop_list
-from .runner import ModelRunner, Pending, step_feed
+from .runner import ModelRunner, Pending, StepInput
 from .sampling import SamplingParams, sample
 
 # %% auto #0
-__all__ = ['MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'Request', 'Step', 'Engine', 'engine_of', 'measure_decode', 'generate_batch',
-           'stream', 'Model', 'load']
+__all__ = ['MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'Request', 'Batch', 'Scheduler', 'Engine', 'engine_of', 'measure_decode',
+           'generate_batch', 'stream', 'Model', 'load']
 
 # %% ../notebooks/14a_engine.ipynb #f020a385
 @dataclass(eq=False)
 class Request:
-    "One sequence in the engine (compared by identity: `req in engine.running`)."
-    rid: int
-    prompt: list[int]
+    """One sequence in the engine (compared by identity: `req in scheduler.running`). Its token ids
+    live here and only here — the prompt, then every token generated; the KV cache holds their slots."""
+    sid: int                                          # its name in the KV cache and in `history`
+    ids: list[int]                                    # the prompt, then the generated tokens
+    n_prompt: int
     params: SamplingParams
     max_new_tokens: int
     stops: list[str] = field(default_factory=list)
     ignore_eos: bool = False
-    tokens: list[int] = field(default_factory=list)   # generated so far
     n_cached: int = 0                                 # prompt tokens the prefix cache supplied
     n_chunks: int = 0                                 # prefill chunks its prompt took (1: one step)
     finish_reason: str | None = None                  # "eos" | "length" | "stop" | "cancelled"
@@ -49,13 +50,21 @@ class Request:
     t_done: float = 0.0
 
     @property
-    def seq(self) -> list[int]:
-        return self.prompt + self.tokens
+    def prompt(self) -> list[int]:
+        return self.ids[:self.n_prompt]
+
+    @property
+    def tokens(self) -> list[int]:
+        "The generated tokens (a copy)."
+        return self.ids[self.n_prompt:]
+
+    @property
+    def n_generated(self) -> int:
+        return len(self.ids) - self.n_prompt
 
     @property
     def seq_len(self) -> int:
-        "len(seq), without building it (every step asks, for every request)."
-        return len(self.prompt) + len(self.tokens)
+        return len(self.ids)
 
     @property
     def done(self) -> bool:
@@ -63,13 +72,15 @@ class Request:
 
 
 @dataclass
-class Step:
+class Batch:
     """One forward pass: chunks[i] new tokens of reqs[i], starting at position starts[i]. The first
-    n_decode rows decode (one token of a running sequence); the rest are prefill chunks."""
+    n_decode rows decode (one token of a running sequence); the rest are prefill chunks. `input`:
+    the same rows as the runner's graph reads them (chapter 13's StepInput), once scheduled."""
     reqs: list[Request] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     chunks: list[int] = field(default_factory=list)
     n_decode: int = 0
+    input: StepInput | None = None
 
     def add(self, req: Request, start: int, n: int) -> None:
         self.reqs.append(req)
@@ -88,6 +99,132 @@ class Step:
         return [s + n == r.seq_len for r, s, n in zip(self.reqs, self.starts, self.chunks)]
 
 # %% ../notebooks/14a_engine.ipynb #71841552
+class Scheduler:
+    """Which rows go into the next forward pass, over one KV cache (chapter 09's bookkeeping).
+
+    sched = Scheduler(cache, max_batch=16, token_budget=512)
+    sched.add(req); batch = sched.schedule()   # -> Batch, its StepInput filled; None when idle
+
+    A batch holds one token of every running sequence, then prompt chunks in what is left of
+    `token_budget` tokens. At most `max_batch` sequences run at a time; `stats` counts the
+    prefix-cache hits (`cached_tokens`) and the preemptions (`preempted`).
+    """
+
+    def __init__(self, cache: KVCache, max_batch: int, token_budget: int, stats: dict | None = None,
+                 decode_kind: str = "decode"):
+        self.cache, self.max_batch, self.token_budget = cache, max_batch, token_budget
+        self.decode_kind = decode_kind             # the runner's kind for one-token rows ("prefill" if no decode kernel)
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []           # admitted (still prefilling, or decoding), oldest first
+        self.stats = stats if stats is not None else {}
+        self.stats.update(cached_tokens=0, preempted=0)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def add(self, req: Request) -> None:
+        self.waiting.append(req)
+
+    def remove(self, req: Request) -> None:
+        "Take a request out wherever it is (it ended, or was cancelled); its pages go back to the cache."
+        if req in self.waiting:
+            self.waiting.remove(req)
+        elif req in self.running:
+            self.running.remove(req)
+            self.cache.free(req.sid)               # hashed full pages stay cached for the next prompt
+
+    def prefilling(self, req: Request) -> bool:
+        "Admitted, but tokens of its sequence in the cache are not computed yet: its prompt is in chunks."
+        return self.cache.n_computed(req.sid) < self.cache.seq_len(req.sid)
+
+# %% ../notebooks/14a_engine.ipynb #c1a0d002
+@patch
+def _schedule_decodes(self: Scheduler, batch: Batch) -> None:
+    "A row of one token for every running sequence that is fully prefilled, oldest first."
+    for req in [r for r in self.running if not self.prefilling(r)]:
+        while req in self.running and self.cache.extend_cost(req.sid) > self.cache.n_free_pages:
+            others = [r for r in self.running if r is not req and r not in batch.reqs]
+            self.preempt(others[-1] if others else req)   # the newest not yet scheduled
+        if req in self.running:
+            self.cache.extend(req.sid)                     # the slot of the token it sampled last step
+            batch.add(req, req.seq_len - 1, 1)
+    batch.n_decode = len(batch.reqs)
+
+
+@patch
+def preempt(self: Scheduler, victim: Request) -> None:
+    "Free a running request's pages; it goes back to the front of the queue and restarts later."
+    self.running.remove(victim)
+    self.cache.free(victim.sid)
+    self.waiting.appendleft(victim)
+    self.stats["preempted"] += 1
+
+# %% ../notebooks/14a_engine.ipynb #c1a0d004
+@patch
+def _schedule_prefills(self: Scheduler, batch: Batch) -> None:
+    "Fill what is left of the token budget with prompt chunks: started prompts first, then new ones."
+    budget = self.token_budget - batch.n_decode
+    for req in [r for r in self.running if r not in batch.reqs]:    # the decode rows took the rest
+        if budget <= 0:
+            return
+        start = self.cache.n_computed(req.sid)
+        batch.add(req, start, min(self.cache.seq_len(req.sid) - start, budget))
+        budget -= batch.chunks[-1]
+    while budget > 0 and self.waiting and len(self.running) < self.max_batch:
+        req = self.waiting[0]   # a preempted request comes back with what it generated so far
+        if self.cache.admit_cost(req.ids) > self.cache.n_free_pages:
+            break                                      # wait until pages are freed
+        self.waiting.popleft()
+        req.n_cached, req.n_chunks = self.cache.admit(req.sid, req.ids), 0   # pages for all of it
+        self.stats["cached_tokens"] += req.n_cached
+        self.running.append(req)
+        batch.add(req, req.n_cached, min(req.seq_len - req.n_cached, budget))
+        budget -= batch.chunks[-1]
+
+
+@patch
+def schedule(self: Scheduler) -> Batch | None:
+    """The next forward pass — a decode row for every running sequence, then prefill chunks in the
+    budget — with its StepInput; None when nothing runs or waits. Logits come back to the host only
+    if a request that gets a token in it samples (a greedy one takes the graph's argmax)."""
+    batch = Batch()
+    self._schedule_decodes(batch)
+    self._schedule_prefills(batch)
+    if not batch.reqs:
+        return None
+    kind = self.decode_kind if all(n == 1 for n in batch.chunks) else "prefill"
+    ids = [t for r, s, n in zip(batch.reqs, batch.starts, batch.chunks) for t in r.ids[s:s + n]]
+    logits = any(s and not _greedy(r.params) for r, s in zip(batch.reqs, batch.samples))
+    batch.input = StepInput.build(self.cache, kind, [r.sid for r in batch.reqs], batch.starts,
+                                  batch.chunks, ids, logits=logits)
+    return batch
+
+
+@patch
+def schedule_ahead(self: Scheduler, batch: Batch) -> Batch | None:
+    """The decode step after `batch`, scheduled before batch's tokens are read: each row's token is
+    the one `batch` samples, copied on the device (a StepInput without ids); its slot is reserved
+    now. Only where nothing can change the batch but an end of text: a decode step of greedy
+    requests, none ending by length, nobody waiting, pages for everyone. None otherwise."""
+    if (batch.kind != "decode" or self.waiting
+            or any(r.done or not _greedy(r.params) or r.n_generated + 2 > r.max_new_tokens for r in batch.reqs)
+            or sum(self.cache.extend_cost(r.sid) for r in batch.reqs) > self.cache.n_free_pages):
+        return None
+    nxt = Batch()
+    for req in batch.reqs:
+        self.cache.extend(req.sid)                 # the slot of the token `batch` samples
+        nxt.add(req, req.seq_len, 1)               # at that token's position
+    nxt.n_decode = len(nxt.reqs)
+    nxt.input = StepInput.build(self.cache, self.decode_kind, [r.sid for r in nxt.reqs], nxt.starts, nxt.chunks)
+    return nxt
+
+
+def _greedy(p: SamplingParams) -> bool:
+    "The graph's argmax is this request's token: greedy, and no penalty changes the logits."
+    return p.greedy and p.repetition_penalty == 1.0
+
+# %% ../notebooks/14a_engine.ipynb #ea00a333
 MAX_CACHE_TOKENS = 1 << 24   # pages x page size: 16M tokens, far past any GPU's memory for K/V
 HISTORY_STEPS = 10_000       # steps `Engine.history` keeps (the latest)
 
@@ -99,9 +236,9 @@ class Engine:
     req = eng.add(prompt_ids, SamplingParams(...), max_new_tokens=64)
     while eng.busy: eng.step()          # -> [(request, new token), ...] per step
 
-    A step computes one token of every running sequence, then prompt chunks in what is left of
-    `token_budget` tokens: a prompt longer than that is prefilled over several steps, while the
-    others keep decoding. At most `max_batch` sequences are admitted at a time.
+    Three parts, each called one way: the `scheduler` picks a step's rows (a `Batch`), the `runner`
+    (chapter 13) runs its `StepInput` on the model's device, and the engine samples the new tokens,
+    appends them to their requests and ends the requests that are done.
 
     Safe to share between threads: each step runs under the engine's lock, and requests added by
     any thread join the next step (they are batched together with everyone else's).
@@ -118,7 +255,7 @@ class Engine:
                           ("num_pages", 1 if num_pages is None else num_pages)):
             if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
                 raise EngineError(f"Engine: {name} must be an integer >= 1, got {val!r}")
-        self.model, self.max_batch, self.token_budget = model, int(max_batch), int(token_budget)
+        self.model = model
         if num_pages is None:   # a full context, or 16k tokens for batches
             num_pages = -(-max(model.n_ctx, 16384) // page_size)
         if num_pages * page_size > MAX_CACHE_TOKENS:
@@ -127,23 +264,24 @@ class Engine:
         self.cache = KVCache(cfg.n_layer, cfg.n_head_kv, cfg.head_dim, int(num_pages), int(page_size),
                              dtype=None, prefix_caching=prefix_caching)
         self.runner = ModelRunner(model, self.cache, max_graphs=max_graphs, cuda_graphs=cuda_graphs)
+        self.stats = dict(steps=0, prefill_tokens=0, prefill_chunks=0, decode_tokens=0, mixed_steps=0,
+                          overlapped=0)
+        self.scheduler = Scheduler(self.cache, int(max_batch), int(token_budget), self.stats,
+                                   "decode" if self.runner.decode_kernel else "prefill")
         # queue the next decode step before reading this one (on by default where steps are CUDA graphs)
         self.overlap = self.runner.cuda_graphs if overlap is None else bool(overlap)
-        self._ahead: tuple | None = None           # (Step, Pending): a decode step queued, not yet read
-        self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []           # admitted (still prefilling, or decoding), oldest first
-        self.history: list[tuple[str, list[int], list[int]]] = []  # (kind, rids, chunks) per step
-        self._next_rid = 0
+        self._ahead: tuple | None = None           # (Batch, Pending): a decode step queued, not yet read
+        self.history: list[tuple[str, list[int], list[int]]] = []  # (kind, sids, chunks) per step
+        self._next_sid = 0
         self.lock = threading.RLock()
-        self.stats = dict(steps=0, prefill_tokens=0, prefill_chunks=0, cached_tokens=0,
-                          decode_tokens=0, mixed_steps=0, preempted=0, overlapped=0)
 
     @property
     def busy(self) -> bool:
-        return bool(self.waiting or self.running)
+        return self.scheduler.busy
 
     def __repr__(self):
-        return (f"Engine({len(self.running)} running, {len(self.waiting)} waiting, {self.cache!r})")
+        s = self.scheduler
+        return f"Engine({len(s.running)} running, {len(s.waiting)} waiting, {self.cache!r})"
 
 # %% ../notebooks/14a_engine.ipynb #5478823e
 @patch
@@ -161,7 +299,7 @@ def check(self: Engine, prompt: list[int], max_new_tokens: int) -> None:
 
 @patch
 def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
-         max_new_tokens: int = 64, stops=(), ignore_eos: bool = False) -> Request:
+        max_new_tokens: int = 64, stops=(), ignore_eos: bool = False) -> Request:
     "Queue a request (prompt as token ids); it joins the batch at a later step."
     params = params or SamplingParams()
     if not isinstance(params, SamplingParams):
@@ -170,10 +308,10 @@ def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
     _check_max_new(max_new_tokens, minimum=1)
     self.check(prompt, max_new_tokens)
     with self.lock:
-        req = Request(self._next_rid, prompt, params, int(max_new_tokens), list(stops), ignore_eos,
-                      rng=params.make_rng(), t_add=time.perf_counter())
-        self._next_rid += 1
-        self.waiting.append(req)
+        req = Request(self._next_sid, prompt, len(prompt), params, int(max_new_tokens), list(stops),
+                      ignore_eos, rng=params.make_rng(), t_add=time.perf_counter())
+        self._next_sid += 1
+        self.scheduler.add(req)
     return req
 
 
@@ -181,17 +319,13 @@ def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
 def cancel(self: Engine, req: Request) -> None:
     "Drop a request wherever it is; its pages go back to the cache."
     with self.lock:
-        if req in self.waiting:
-            self.waiting.remove(req)
-        elif req in self.running:
-            self.running.remove(req)
-            self.cache.free(req.rid)
+        self.scheduler.remove(req)
         if req.finish_reason is None:
             req.finish_reason = "cancelled"
 
 
 def _token_ids(prompt, vocab_size: int) -> list[int]:
-    "A list of token ids checked for type and range (an id is an int, never a bool or a float)."
+    "A new list of token ids checked for type and range (an id is an int, never a bool or a float)."
     if isinstance(prompt, (str, bytes)) or not hasattr(prompt, "__iter__"):
         raise SamplingError(f"token ids must be a list of ints, got {type(prompt).__name__}")
     ids = list(prompt)
@@ -206,93 +340,17 @@ def _token_ids(prompt, vocab_size: int) -> list[int]:
         raise SamplingError(f"token id {out[0]} is outside the vocabulary [0, {vocab_size})")
     return ids
 
-# %% ../notebooks/14a_engine.ipynb #c1a0d002
-@patch
-def _prefilling(self: Engine, req: Request) -> bool:
-    "Admitted, but tokens of its sequence in the cache are not computed yet: its prompt is in chunks."
-    return self.cache.n_computed(req.rid) < self.cache.seq_len(req.rid)
-
-
-@patch
-def _schedule_decodes(self: Engine, step: Step) -> None:
-    "A row of one token for every running sequence that is fully prefilled, oldest first."
-    for req in [r for r in self.running if not self._prefilling(r)]:
-        while req in self.running and self.cache.extend_cost(req.rid) > self.cache.n_free_pages:
-            others = [r for r in self.running if r is not req and r not in step.reqs]
-            self._preempt(others[-1] if others else req)   # the newest not yet scheduled
-        if req in self.running:
-            self.cache.extend(req.rid, [req.tokens[-1]])   # the token it sampled last step
-            step.add(req, req.seq_len - 1, 1)
-    step.n_decode = len(step.reqs)
-
-
-@patch
-def _preempt(self: Engine, victim: Request) -> None:
-    "Free a running request's pages; it goes back to the front of the queue and restarts later."
-    self.running.remove(victim)
-    self.cache.free(victim.rid)
-    self.waiting.appendleft(victim)
-    self.stats["preempted"] += 1
-
-# %% ../notebooks/14a_engine.ipynb #c1a0d004
-@patch
-def _schedule_prefills(self: Engine, step: Step) -> None:
-    "Fill what is left of the token budget with prompt chunks: started prompts first, then new ones."
-    budget = self.token_budget - step.n_decode
-    for req in [r for r in self.running if r not in step.reqs]:    # the decode rows took the rest
-        if budget <= 0:
-            return
-        start = self.cache.n_computed(req.rid)
-        step.add(req, start, min(self.cache.seq_len(req.rid) - start, budget))
-        budget -= step.chunks[-1]
-    while budget > 0 and self.waiting and len(self.running) < self.max_batch:
-        req = self.waiting[0]
-        seq = req.seq   # a preempted request comes back with what it generated so far
-        if self.cache.admit_cost(seq) > self.cache.n_free_pages:
-            break                                      # wait until pages are freed
-        self.waiting.popleft()
-        req.n_cached, req.n_chunks = self.cache.admit(req.rid, seq), 0   # pages for all of seq
-        self.stats["cached_tokens"] += req.n_cached
-        self.running.append(req)
-        step.add(req, req.n_cached, min(len(seq) - req.n_cached, budget))
-        budget -= step.chunks[-1]
-
-
-@patch
-def _schedule(self: Engine) -> Step | None:
-    "This step's rows: a decode row for every running sequence, then prefill chunks in the budget."
-    step = Step()
-    self._schedule_decodes(step)
-    self._schedule_prefills(step)
-    return step if step.reqs else None
-
 # %% ../notebooks/14a_engine.ipynb #24627c63
 @patch
-def _launch(self: Engine, step: Step, logits: bool = False, ids_from_last: bool = False):
-    "Queue the step on the runner (logits if asked, or if a request that samples here needs them)."
-    kind = "decode" if all(n == 1 for n in step.chunks) and self.runner.decode_kernel else "prefill"
-    need_logits = logits or any(s and not _greedy(r.params) for r, s in zip(step.reqs, step.samples))
-    feed = step_feed(self.cache, [r.rid for r in step.reqs], step.starts, step.chunks, kind)
-    return self.runner.launch(kind, feed, logits=need_logits, ids_from_last=ids_from_last)
-
-
-@patch
-def _read(self: Engine, step: Step, pending) -> tuple[np.ndarray, np.ndarray | None]:
+def _read(self: Engine, batch: Batch, pending) -> tuple[np.ndarray, np.ndarray | None]:
     """Wait for a launched step: greedy token ids [B] and, if it computed them, logits [B, V] of the
     last new token of every request in it; its tokens are computed now (of the requests still here)."""
     out = pending.result()
-    for req, n in zip(step.reqs, step.chunks):
+    for req, n in zip(batch.reqs, batch.chunks):
         if not req.done:                       # a request that ended meanwhile has no pages left
-            self.cache.commit(req.rid, n)      # full pages become shareable
-    B, logits = len(step.reqs), out.get("logits")
+            self.cache.commit(req.sid, n, req.ids)   # full pages become shareable
+    B, logits = len(batch.reqs), out.get("logits")
     return out["next_ids"][:B], (None if logits is None else logits[:B])
-
-
-@patch
-def _forward(self: Engine, step: Step, logits: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Greedy token ids [B] and, if a request that samples in this step needs them (or `logits`),
-    logits [B, V] of the last new token of every request in the step."""
-    return self._read(step, self._launch(step, logits))
 
 
 @patch
@@ -302,19 +360,14 @@ def logits(self: Engine, ids) -> np.ndarray:
     if len(ids) > self.model.n_ctx:
         raise ContextOverflowError(f"{len(ids)} tokens do not fit in the context of {self.model.n_ctx}")
     with self.lock:
-        sid = ("logits", self._next_rid)
-        self._next_rid += 1
+        sid = ("logits", self._next_sid)
+        self._next_sid += 1
         self.cache.admit(sid, ids, share=False)
         try:
-            out = self.runner.run("logits", step_feed(self.cache, [sid], [0], [len(ids)], "logits"))
+            out = self.runner.run(StepInput.build(self.cache, "logits", [sid], [0], [len(ids)], ids))
         finally:
             self.cache.free(sid)
     return np.array(out["logits"][:len(ids)], np.float32)
-
-
-def _greedy(p: SamplingParams) -> bool:
-    "The graph's argmax is this request's token: greedy, and no penalty changes the logits."
-    return p.greedy and p.repetition_penalty == 1.0
 
 # %% ../notebooks/14a_engine.ipynb #33c6e41e
 @patch
@@ -322,30 +375,27 @@ def step(self: Engine) -> list[tuple[Request, int]]:
     """One step: schedule, launch, (queue the next decode step,) read, sample. Returns the
     (request, new token) pairs."""
     with self.lock:
-        step, pending, whole = self._take_ahead()
-        if step is None:
-            step = self._schedule()
-            if step is None:
+        batch, pending, whole = self._take_ahead()
+        if batch is None:
+            batch = self.scheduler.schedule()
+            if batch is None:
                 return []
-            pending, whole = self._launch(step), True
-        samples = step.samples                 # read before any token is appended
+            pending, whole = self.runner.launch(batch.input), True
+        samples = batch.samples                # read before any token is appended
         # the GPU runs on while this step's tokens come back (row for row the step just launched)
-        self._ahead = self._go_ahead(step) if whole else None
-        ahead = set(map(id, self._ahead[0].reqs)) if self._ahead else ()
-        ids, logits = self._read(step, pending)
+        self._ahead = self._go_ahead(batch) if whole else None
+        ids, logits = self._read(batch, pending)
         now = time.perf_counter()
-        self._count(step)
+        self._count(batch)
         out = []
-        for b, req in enumerate(step.reqs):
+        for b, req in enumerate(batch.reqs):
             if not samples[b]:
                 continue                       # a chunk short of its prompt's end: no token yet
             if _greedy(req.params):
                 tok = int(ids[b])              # the graph's argmax: no logits came back
             else:
-                tok = int(sample(logits[b], req.params, req.rng, context=req.seq))
-            req.tokens.append(tok)
-            if id(req) in ahead:               # the queued step decodes it: its slot gets the token
-                self.cache.set_token(req.rid, req.seq_len - 1, tok)
+                tok = int(sample(logits[b], req.params, req.rng, context=req.ids))
+            req.ids.append(tok)                # the one place it is kept
             req.t_first = req.t_first or now
             out.append((req, tok))
             self._maybe_finish(req, tok, now)
@@ -354,53 +404,44 @@ def step(self: Engine) -> list[tuple[Request, int]]:
 
 @patch
 def _take_ahead(self: Engine) -> tuple:
-    """(step, pending, whole): the queued decode step, without the rows of requests that ended (or
+    """(batch, pending, whole): the queued decode step, without the rows of requests that ended (or
     were cancelled) since it was queued — their rows were computed for nothing; `whole` if none
     was dropped. (None, None, False) if there is none, or nothing left of it."""
     if self._ahead is None:
         return None, None, False
-    (step, pending), self._ahead = self._ahead, None
-    live = [b for b, r in enumerate(step.reqs) if not r.done]
-    if len(live) == len(step.reqs):
-        return step, pending, True
+    (batch, pending), self._ahead = self._ahead, None
+    live = [b for b, r in enumerate(batch.reqs) if not r.done]
+    if len(live) == len(batch.reqs):
+        return batch, pending, True
     ids = pending.result()["next_ids"]         # wait: nothing of it may run on after this point
     if not live:
         return None, None, False
-    kept = Step([step.reqs[b] for b in live], [step.starts[b] for b in live], [1] * len(live), len(live))
+    kept = Batch([batch.reqs[b] for b in live], [batch.starts[b] for b in live], [1] * len(live), len(live))
     return kept, Pending({"next_ids": ids[live]}), False
 
 
 @patch
-def _go_ahead(self: Engine, step: Step):
-    """Queue the decode step after `step` before its tokens are read: each row's token id is the one
-    `step` samples, copied on the device (`ids_from_last`); its slot is reserved now and gets the
-    token once it is known. Only where nothing can change the batch but an end of text: a decode
-    step of greedy requests, none ending by length, nobody waiting, pages for everyone."""
-    if (not self.overlap or step.kind != "decode" or self.waiting
-            or any(r.done or not _greedy(r.params) or len(r.tokens) + 2 > r.max_new_tokens for r in step.reqs)
-            or sum(self.cache.extend_cost(r.rid) for r in step.reqs) > self.cache.n_free_pages):
+def _go_ahead(self: Engine, batch: Batch):
+    "(the decode step after `batch`, its Pending), queued before batch's tokens are read; or None."
+    nxt = self.scheduler.schedule_ahead(batch) if self.overlap else None
+    if nxt is None:
         return None
-    nxt = Step()
-    for req in step.reqs:
-        self.cache.extend(req.rid, [0])        # a placeholder for the token `step` samples
-        nxt.add(req, req.seq_len, 1)           # that token's position: decoded by the next step
-    nxt.n_decode = len(nxt.reqs)
     self.stats["overlapped"] += 1
-    return nxt, self._launch(nxt, ids_from_last=True)
+    return nxt, self.runner.launch(nxt.input)
 
 
 @patch
-def _count(self: Engine, step: Step) -> None:
+def _count(self: Engine, batch: Batch) -> None:
     "The step's row counts into `stats`, its rows into `history`."
     st = self.stats
     st["steps"] += 1
-    st["decode_tokens"] += step.n_decode
-    st["prefill_tokens"] += sum(step.chunks[step.n_decode:])
-    st["prefill_chunks"] += len(step.reqs) - step.n_decode
-    st["mixed_steps"] += step.kind == "mixed"
-    for req in step.reqs[step.n_decode:]:
+    st["decode_tokens"] += batch.n_decode
+    st["prefill_tokens"] += sum(batch.chunks[batch.n_decode:])
+    st["prefill_chunks"] += len(batch.reqs) - batch.n_decode
+    st["mixed_steps"] += batch.kind == "mixed"
+    for req in batch.reqs[batch.n_decode:]:
         req.n_chunks += 1
-    self.history.append((step.kind, [r.rid for r in step.reqs], list(step.chunks)))
+    self.history.append((batch.kind, [r.sid for r in batch.reqs], list(batch.chunks)))
     if len(self.history) > 2 * HISTORY_STEPS:          # a long-lived engine must not grow without end
         del self.history[:-HISTORY_STEPS]
 
@@ -409,14 +450,13 @@ def _count(self: Engine, step: Step) -> None:
 def _maybe_finish(self: Engine, req: Request, tok: int, now: float) -> None:
     if tok in self.model.eos_ids and not req.ignore_eos:
         req.finish_reason = "eos"
-    elif len(req.tokens) >= req.max_new_tokens:
+    elif req.n_generated >= req.max_new_tokens:
         req.finish_reason = "length"
     elif req.stops and _stopped(self.model, req):
         req.finish_reason = "stop"
     if req.done:
         req.t_done = now
-        self.running.remove(req)
-        self.cache.free(req.rid)   # hashed full pages stay cached for the next prompt
+        self.scheduler.remove(req)
 
 
 @patch
@@ -429,7 +469,7 @@ def run(self: Engine) -> None:
 def _stopped(model, req: Request) -> bool:
     "Does the text contain a stop string? Only the tail can hold a new one: decode that much."
     tail = 4 * max(len(s) for s in req.stops) + 8      # tokens: each holds >= 1 byte, a char <= 4
-    text = model.decode(req.tokens[-tail:])
+    text = model.decode(req.ids[max(req.n_prompt, len(req.ids) - tail):])
     return any(s in text for s in req.stops)
 
 # %% ../notebooks/14a_engine.ipynb #4b71b8a2

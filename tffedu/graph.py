@@ -146,6 +146,14 @@ def _swiglu(ins, attrs):
     return ins[0].shape, _act_dtype(ins[0])
 
 
+def _add(ins, attrs):
+    "a + b: b of a's shape (a residual), or [N] added to every row of a [..., N] (a bias)."
+    a, b = ins
+    _need(tuple(b.shape) in (tuple(a.shape), tuple(a.shape[-1:])), "add",
+          "b must have a's shape, or be [N] broadcast over the rows of a [..., N]", a, b)
+    return tuple(a.shape), _act_dtype(a)
+
+
 def _broadcast(op):
     def infer(ins, attrs):
         try:
@@ -181,7 +189,7 @@ for _name, _rule, _arity in [("get_rows", _get_rows, (2, 2)), ("rmsnorm", _rmsno
                              ("matmul", _matmul, (2, 2)), ("rope", _rope, (2, 2)),
                              ("attention", _attention, (3, 5)), ("swiglu", _swiglu, (2, 2)),
                              ("silu", _same, (1, 1)), ("softmax", _same, (1, 1)),
-                             ("add", _broadcast("add"), (2, 2)), ("mul", _broadcast("mul"), (2, 2)),
+                             ("add", _add, (2, 2)), ("mul", _broadcast("mul"), (2, 2)),
                              ("argmax", _argmax, (1, 1))]:
     register_op(_name, _rule, _arity)
 

@@ -66,7 +66,7 @@ class PagePool:
             pid = self.slots.alloc()
         else:  # evict the least recently used cached page
             pid, _ = self.cached.popitem(last=False)
-            self._forget(pid)
+            self.unpublish(pid)
         self.pages[pid].ref_count = 1
         return pid
 
@@ -104,7 +104,8 @@ class PagePool:
         self.by_hash[h] = pid
         return True
 
-    def _forget(self, pid: int) -> None:
+    def unpublish(self, pid: int) -> None:
+        "Take a page out of the prefix table (evicted, or its owner will write to it again)."
         page = self.pages[pid]
         del self.by_hash[page.hash]
         page.hash, page.tokens = None, ()
@@ -120,8 +121,10 @@ def chain_hash(prev: bytes | None, tokens) -> bytes:
 # %% ../notebooks/09_kvcache.ipynb #11bd01d3
 @dataclass
 class Sequence:
-    "A sequence's view of the cache: its tokens, its page table, how much is computed."
-    tokens: list[int]
+    """A sequence's view of the cache: its page table, how many token slots it holds, how many of
+    them are computed. The token ids are not here: they belong to the request (one store, chapter
+    14a); the cache sees them only to find (`admit`) and publish (`commit`) full pages."""
+    n_tokens: int  # slots reserved: positions 0 .. n_tokens - 1
     pages: list[int] = field(default_factory=list)  # the page table: logical page -> page id
     n_computed: int = 0  # tokens whose K/V are written in every layer
     hashes: list[bytes] = field(default_factory=list)  # chained hash of each full computed page
@@ -163,13 +166,13 @@ class KVCache:
         "Pages needed to hold n_tokens tokens."
         return -(-n_tokens // self.page_size)
 
-    def __contains__(self, seq_id) -> bool: return seq_id in self.seqs
+    def __contains__(self, sid) -> bool: return sid in self.seqs
 
-    def _seq(self, seq_id) -> Sequence:
+    def _seq(self, sid) -> Sequence:
         try:
-            return self.seqs[seq_id]
+            return self.seqs[sid]
         except KeyError:
-            raise KVCacheError(f"unknown sequence {seq_id!r} (known: {sorted(map(str, self.seqs))})") from None
+            raise KVCacheError(f"unknown sequence {sid!r} (known: {sorted(map(str, self.seqs))})") from None
 
     def _need(self, n: int, what: str) -> None:
         if n > self.pool.n_free:
@@ -201,7 +204,7 @@ def _match_prefix(self: KVCache, tokens: list[int]) -> tuple[list[int], list[byt
 
 @patch
 def admit_cost(self: KVCache, tokens) -> int:
-    "How many free pages admit(seq_id, tokens) would take now (for a scheduler)."
+    "How many free pages admit(sid, tokens) would take now (for a scheduler)."
     hits, _ = self._match_prefix(list(tokens))
     revived = sum(self.pool.pages[p].ref_count == 0 for p in hits)
     return self.pages_for(len(tokens)) - len(hits) + revived
@@ -209,64 +212,69 @@ def admit_cost(self: KVCache, tokens) -> int:
 
 @patch
 def cached_prefix(self: KVCache, tokens) -> int:
-    "How many leading tokens admit(seq_id, tokens) would find cached now."
+    "How many leading tokens admit(sid, tokens) would find cached now."
     return len(self._match_prefix(list(tokens))[0]) * self.page_size
 
 
 @patch
-def admit(self: KVCache, seq_id, tokens, share: bool = True) -> int:
+def admit(self: KVCache, sid, tokens, share: bool = True) -> int:
     """Start a sequence with these prompt tokens; returns how many are already cached.
     share=False: a private sequence (no cached prefix used, none of its pages published)."""
     tokens = [int(t) for t in tokens]
-    if seq_id in self.seqs:
-        raise KVCacheError(f"sequence {seq_id!r} is already in the cache")
+    if sid in self.seqs:
+        raise KVCacheError(f"sequence {sid!r} is already in the cache")
     if not tokens:
-        raise KVCacheError(f"sequence {seq_id!r}: admit needs at least one token")
+        raise KVCacheError(f"sequence {sid!r}: admit needs at least one token")
     hits, hashes = self._match_prefix(tokens) if share else ([], [])
     revived = sum(self.pool.pages[p].ref_count == 0 for p in hits)
     n_new = self.pages_for(len(tokens)) - len(hits)
-    self._need(n_new + revived, f"admitting sequence {seq_id!r} ({len(tokens)} tokens, "
+    self._need(n_new + revived, f"admitting sequence {sid!r} ({len(tokens)} tokens, "
                                 f"{len(hits) * self.page_size} cached)")
     for pid in hits:  # revive/share first, so that allocate() cannot evict them
         self.pool.retain(pid)
     pages = hits + [self.pool.allocate() for _ in range(n_new)]
-    self.seqs[seq_id] = Sequence(tokens, pages, len(hits) * self.page_size, hashes, share)
+    self.seqs[sid] = Sequence(len(tokens), pages, len(hits) * self.page_size, hashes, share)
     return len(hits) * self.page_size
 
 # %% ../notebooks/09_kvcache.ipynb #f67f9dd2
 @patch
-def extend_cost(self: KVCache, seq_id, n: int = 1) -> int:
-    "How many free pages extend(seq_id, n tokens) would take (0 while the last page has room)."
-    seq = self._seq(seq_id)
-    return self.pages_for(len(seq.tokens) + n) - len(seq.pages)
+def extend_cost(self: KVCache, sid, n: int = 1) -> int:
+    "How many free pages extend(sid, n tokens) would take (0 while the last page has room)."
+    seq = self._seq(sid)
+    return self.pages_for(seq.n_tokens + n) - len(seq.pages)
+
+
+def _count(n, what: str) -> int:
+    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise KVCacheError(f"{what} must be an integer >= 0, got {n!r}")
+    return int(n)
 
 
 @patch
-def extend(self: KVCache, seq_id, tokens) -> None:
-    "Reserve slots for more tokens (e.g. the one just sampled); all or nothing."
-    seq = self._seq(seq_id)
-    tokens = [int(t) for t in tokens]
-    n_new = self.extend_cost(seq_id, len(tokens))
-    self._need(n_new, f"extending sequence {seq_id!r} by {len(tokens)} token(s)")
+def extend(self: KVCache, sid, n: int = 1) -> None:
+    "Reserve slots for n more tokens (the one just sampled, or a few drafts); all or nothing."
+    seq, n = self._seq(sid), _count(n, "extend: n")
+    n_new = self.extend_cost(sid, n)
+    self._need(n_new, f"extending sequence {sid!r} by {n} token(s)")
     seq.pages += [self.pool.allocate() for _ in range(n_new)]
-    seq.tokens += tokens
+    seq.n_tokens += n
 
 
 @patch
-def slots(self: KVCache, seq_id, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+def slots(self: KVCache, sid, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     "(page ids, slots) of positions start .. start+n-1 (TFFInfer's get_location, vectorised)."
-    seq = self._seq(seq_id)
-    if start < 0 or start + n > len(seq.tokens):
-        raise KVCacheError(f"sequence {seq_id!r}: positions {start}..{start + n - 1} are outside "
-                           f"its {len(seq.tokens)} tokens")
+    seq = self._seq(sid)
+    if start < 0 or start + n > seq.n_tokens:
+        raise KVCacheError(f"sequence {sid!r}: positions {start}..{start + n - 1} are outside "
+                           f"its {seq.n_tokens} tokens")
     pos = np.arange(start, start + n)
     return np.asarray(seq.pages, np.int64)[pos // self.page_size], pos % self.page_size
 
 
 @patch
-def slot_mapping(self: KVCache, seq_id, start: int, n: int) -> np.ndarray:
+def slot_mapping(self: KVCache, sid, start: int, n: int) -> np.ndarray:
     "Flat slots page * page_size + slot of positions start .. start+n-1, int32 (for a GPU kv_store)."
-    pids, slots = self.slots(seq_id, start, n)
+    pids, slots = self.slots(sid, start, n)
     return (pids * self.page_size + slots).astype(np.int32)
 
 
@@ -278,50 +286,44 @@ def _storage(self: KVCache, what: str):
 
 
 @patch
-def write(self: KVCache, seq_id, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
+def write(self: KVCache, sid, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
     "Store K/V [n, n_kv_heads, head_dim] of positions start .. start+n-1 in one layer."
     self._storage("write")
-    seq = self._seq(seq_id)
+    seq = self._seq(sid)
     if k.shape != v.shape or k.shape[1:] != self.k.shape[3:]:
         raise ShapeError(f"write expects k and v [n, {self.k.shape[3]}, {self.k.shape[4]}], "
                          f"got {k.shape} and {v.shape}")
     if not 0 <= layer < self.n_layers:
         raise KVCacheError(f"layer {layer} out of range (n_layers={self.n_layers})")
     if start < seq.n_computed:
-        raise KVCacheError(f"sequence {seq_id!r}: position {start} is already computed "
+        raise KVCacheError(f"sequence {sid!r}: position {start} is already computed "
                            f"(n_computed={seq.n_computed}); computed pages may be shared")
-    pids, slots = self.slots(seq_id, start, len(k))
+    pids, slots = self.slots(sid, start, len(k))
     self.k[layer, pids, slots] = k
     self.v[layer, pids, slots] = v
 
 
 @patch
-def commit(self: KVCache, seq_id, n: int) -> None:
-    "Mark the next n tokens computed (all layers written); publish pages that became full."
-    seq = self._seq(seq_id)
-    if n < 0 or seq.n_computed + n > len(seq.tokens):
-        raise KVCacheError(f"sequence {seq_id!r}: cannot commit {n} token(s), "
-                           f"{len(seq.tokens) - seq.n_computed} are uncomputed")
+def commit(self: KVCache, sid, n: int, tokens) -> None:
+    """Mark the next n tokens computed (all layers written); publish pages that became full.
+    `tokens`: the sequence's token ids (its first n_computed + n at least), which those pages hash."""
+    seq = self._seq(sid)
+    if n < 0 or seq.n_computed + n > seq.n_tokens:
+        raise KVCacheError(f"sequence {sid!r}: cannot commit {n} token(s), "
+                           f"{seq.n_tokens - seq.n_computed} are uncomputed")
+    if len(tokens) < seq.n_computed + n:
+        raise KVCacheError(f"sequence {sid!r}: committing up to position {seq.n_computed + n - 1} needs "
+                           f"that many token ids, got {len(tokens)}")
     seq.n_computed += n
     P = self.page_size
     while len(seq.hashes) < seq.n_computed // P:  # pages that are now full and computed
         i = len(seq.hashes)
-        page_tokens = tuple(seq.tokens[i * P:(i + 1) * P])
+        page_tokens = tuple(int(t) for t in tokens[i * P:(i + 1) * P])
         h = chain_hash(seq.hashes[-1] if seq.hashes else None, page_tokens)
         seq.hashes.append(h)
         if self.prefix_caching and seq.share and self.pool.pages[seq.pages[i]].hash is None:
             self.pool.publish(seq.pages[i], h, page_tokens)
 
-
-@patch
-def set_token(self: KVCache, seq_id, pos: int, token: int) -> None:
-    """The token at an uncomputed position: a slot reserved by `extend` before its token was known
-    (a decode step queued before the host read the step that samples it, chapter 14a)."""
-    seq = self._seq(seq_id)
-    if not seq.n_computed <= pos < len(seq.tokens):
-        raise KVCacheError(f"sequence {seq_id!r}: position {pos} is not a reserved, uncomputed slot "
-                           f"({seq.n_computed}..{len(seq.tokens) - 1})")
-    seq.tokens[pos] = int(token)
 
 # %% ../notebooks/09_kvcache.ipynb #2f2a8aa9
 @patch
@@ -339,50 +341,83 @@ def fork(self: KVCache, src, dst) -> list[tuple[int, int]]:
     if copies and self.k is not None:
         self.k[:, copies] = self.k[:, s.pages[n_shared:]]
         self.v[:, copies] = self.v[:, s.pages[n_shared:]]
-    self.seqs[dst] = Sequence(list(s.tokens), s.pages[:n_shared] + copies, s.n_computed,
+    self.seqs[dst] = Sequence(s.n_tokens, s.pages[:n_shared] + copies, s.n_computed,
                               list(s.hashes), s.share)
     return list(zip(s.pages[n_shared:], copies))
 
 
 @patch
-def free(self: KVCache, seq_id) -> None:
+def free(self: KVCache, sid) -> None:
     "Drop a sequence; pages nobody else uses go back to the pool (hashed ones stay cached)."
-    seq = self._seq(seq_id)
+    seq = self._seq(sid)
     for pid in reversed(seq.pages):  # tail first: the shared prefix is evicted last
         self.pool.release(pid)
-    del self.seqs[seq_id]
+    del self.seqs[sid]
+
+
+@patch
+def truncate(self: KVCache, sid, n: int) -> list[tuple[int, int]]:
+    """Keep a sequence's first n tokens (drafts a verifier rejected, chapter 16): pages past them go
+    back to the pool, computed tokens past n are forgotten. Writes go to the kept partial page
+    again, so a page that others share is copied first, and one only the prefix table holds leaves
+    it. Returns the (src page, dst page) pairs copied (a device cache copies those pages too)."""
+    seq, n = self._seq(sid), _count(n, "truncate: n")
+    if n > seq.n_tokens:
+        raise KVCacheError(f"sequence {sid!r}: cannot truncate to {n} tokens, it holds {seq.n_tokens}")
+    keep, P = self.pages_for(n), self.page_size
+    last = seq.pages[keep - 1] if n % P else None          # a kept page that becomes partial
+    shared = last is not None and self.pool.pages[last].ref_count > 1
+    freed = sum(self.pool.pages[p].ref_count == 1 for p in seq.pages[keep:])
+    if shared and self.pool.n_free + freed < 1:
+        self._need(1, f"truncating sequence {sid!r} (its page {last} is shared and must be copied)")
+    for pid in reversed(seq.pages[keep:]):
+        self.pool.release(pid)
+    del seq.pages[keep:]
+    copies = []
+    if shared:                                            # copy-on-write, as in fork
+        new = self.pool.allocate()
+        if self.k is not None:
+            self.k[:, new], self.v[:, new] = self.k[:, last], self.v[:, last]
+        self.pool.release(last)
+        seq.pages[keep - 1] = new
+        copies.append((last, new))
+    elif last is not None and self.pool.pages[last].hash is not None:
+        self.pool.unpublish(last)                         # ours alone: no longer a full page
+    seq.n_tokens, seq.n_computed = n, min(seq.n_computed, n)
+    del seq.hashes[seq.n_computed // P:]
+    return copies
 
 # %% ../notebooks/09_kvcache.ipynb #db4e2b23
 @patch
-def seq_len(self: KVCache, seq_id) -> int: return len(self._seq(seq_id).tokens)
+def seq_len(self: KVCache, sid) -> int: return self._seq(sid).n_tokens
 
 
 @patch
-def n_computed(self: KVCache, seq_id) -> int: return self._seq(seq_id).n_computed
+def n_computed(self: KVCache, sid) -> int: return self._seq(sid).n_computed
 
 
 @patch
-def page_table(self: KVCache, seq_id) -> np.ndarray:
+def page_table(self: KVCache, sid) -> np.ndarray:
     "The sequence's page table as int32 (a copy)."
-    return np.asarray(self._seq(seq_id).pages, np.int32)
+    return np.asarray(self._seq(sid).pages, np.int32)
 
 
 @patch
-def batch_tables(self: KVCache, seq_ids) -> tuple[np.ndarray, np.ndarray]:
+def batch_tables(self: KVCache, sids) -> tuple[np.ndarray, np.ndarray]:
     "Page tables padded with -1 into int32 [B, max_pages], and seq lengths int32 [B]."
-    seqs = [self._seq(s) for s in seq_ids]
+    seqs = [self._seq(s) for s in sids]
     tables = np.full((len(seqs), max((len(s.pages) for s in seqs), default=0)), -1, np.int32)
     for row, s in zip(tables, seqs):
         row[:len(s.pages)] = s.pages
-    return tables, np.array([len(s.tokens) for s in seqs], np.int32)
+    return tables, np.array([s.n_tokens for s in seqs], np.int32)
 
 
 @patch
-def gather(self: KVCache, seq_id, layer: int, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def gather(self: KVCache, sid, layer: int, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     "Contiguous copies of K and V [n, n_kv_heads, head_dim] of a sequence (for checks)."
     self._storage("gather")
-    n = self.seq_len(seq_id) if n is None else n
-    pids, slots = self.slots(seq_id, 0, n)
+    n = self.seq_len(sid) if n is None else n
+    pids, slots = self.slots(sid, 0, n)
     return self.k[layer, pids, slots], self.v[layer, pids, slots]
 
 # %% ../notebooks/09_kvcache.ipynb #f4950dc3

@@ -18,8 +18,7 @@ import numpy as np
 
 from .errors import ContextOverflowError, DeviceError, ModelError, NoTokenizerError, SamplingError
 from .factory import patch
-from .models import llama as _llama  # noqa: F401  (registers the "llama" creator)
-from .models.qwen3 import CREATORS
+from .models import create
 
 DEFAULT_MAX_CTX = 8192   # KV-cache rows allocated when the caller does not ask for n_ctx
 
@@ -62,7 +61,7 @@ class Model:
         names = set(source.tensor_names)
         self.weights = {n: source.tensor(n) for n in names}      # zero-copy views of the file
         dtypes = {n: w.dtype for n, w in self.weights.items()}
-        self.creator = CREATORS.create(cfg.arch, cfg, self.n_ctx, dtypes)
+        self.creator = create(cfg, self.n_ctx, dtypes)
         self._check_weights(names)
         self.kv = None                                           # one cache per layer, on first use
         self._executors: OrderedDict = OrderedDict()             # (T, last_only) -> Executor

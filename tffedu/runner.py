@@ -5,7 +5,7 @@
 
 `ModelRunner(model, cache)` owns what runs a graph on a device: the weights uploaded once, the K/V
 pages, one arena shared by every graph, an `Executor` (chapter 06a) per batch bucket, and on CUDA
-the step of every bucket captured once into a CUDA graph and replayed. `run(kind, feed)`
+the step of every bucket captured once into a CUDA graph and replayed. `run(StepInput.build(...))`
 is one forward pass; the engine (chapter 14a) schedules the steps and samples the tokens.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -23,16 +24,15 @@ from .errors import GraphError, KVCacheError
 from .factory import patch
 from .graph import Graph, Node, fuse, register_op
 from .kvcache import KVCache
-from .models.qwen3 import CREATORS
+from .models import create
 from .runtime import ARENAS, Executor
 from .tensor import F16, F32, I8, I32, Tensor
 
 # %% auto #0
-__all__ = ['GPU_WEIGHT_TYPES', 'KINDS', 'LOWERINGS', 'device_weights', 'PagedGraphs', 'lower', 'bucket', 'step_feed',
-           'ModelRunner', 'Pending', 'op_timeline', 'op_totals', 'op_bytes']
+__all__ = ['STEP_KINDS', 'LOWERINGS', 'device_weights', 'PagedGraphs', 'lower', 'bucket', 'StepInput', 'ModelRunner', 'Pending',
+           'op_timeline', 'op_totals', 'op_bytes']
 
 # %% ../notebooks/13_gpu_runtime.ipynb #27374d94
-GPU_WEIGHT_TYPES = ("Q8_0", "F16", "BF16", "F32")     # what the CUDA kernels read as stored
 _UPLOADED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _UPLOAD_LOCK = threading.Lock()
 
@@ -51,6 +51,7 @@ def device_weights(model) -> dict:
     model (kept while the model lives) in the types the kernels read."""
     if model.device == "cpu":
         return model.weights
+    from tffedu.ops.cuda_matmul import GPU_WEIGHTS              # chapter 11's table: what the kernels read
     with _UPLOAD_LOCK:
         if model in _UPLOADED:
             return _UPLOADED[model]
@@ -59,7 +60,7 @@ def device_weights(model) -> dict:
             kind = w.dtype.name
             if len(w.shape) == 1:                                   # norms: tiny, always f32
                 t = Tensor.from_numpy(_as_numpy(w, np.float32))
-            elif kind in GPU_WEIGHT_TYPES:
+            elif kind in GPU_WEIGHTS:
                 t = w
             else:                                                   # no kernel reads it: F16
                 t = Tensor.from_numpy(_as_numpy(w, np.float16))
@@ -68,12 +69,12 @@ def device_weights(model) -> dict:
             out[name] = t.to("cuda")
         for kind, (n, b) in converted.items():
             print(f"tffedu: {n} {kind} weight(s) dequantized to F16 for the GPU ({b / 2**20:.0f} MiB); "
-                  f"the CUDA kernels read {', '.join(GPU_WEIGHT_TYPES)}", file=sys.stderr)
+                  f"the CUDA kernels read {', '.join(GPU_WEIGHTS)}", file=sys.stderr)
         _UPLOADED[model] = out
         return out
 
 # %% ../notebooks/13_gpu_runtime.ipynb #9efe10ff
-KINDS = ("prefill", "decode", "logits")
+STEP_KINDS = ("prefill", "decode", "logits")
 
 
 class PagedGraphs:
@@ -83,8 +84,8 @@ class PagedGraphs:
         self.creator, self.page_shape, self.page_dtype = creator, tuple(page_shape), page_dtype
 
     def build(self, kind: str, N: int, B: int, max_pages: int) -> Graph:
-        if kind not in KINDS:
-            raise GraphError(f"a step is one of {KINDS}, not {kind!r}")
+        if kind not in STEP_KINDS:
+            raise GraphError(f"a step is one of {STEP_KINDS}, not {kind!r}")
         meta: dict[str, Node] = {}
 
         def attend(g: Graph, q: Node, k: Node, v: Node, pos: Node, il: int) -> Node:
@@ -120,16 +121,16 @@ def _fuse_qk_norm_rope(n: Node, users) -> Node | None:
 
 def _in_gemv(m: Node) -> bool:
     "A matmul that runs chapter 11's GEMV v3 (Q8_0 weights, a few rows): it reads int8 activations."
-    from tffedu.ops.cuda_matmul import _epilogue_in_gemv       # the op's own rule, not a copy of it
+    from tffedu.ops.cuda_matmul import reads_packed_i8         # the op's own rule, not a copy of it
     x, w = m.inputs[:2]
-    return _epilogue_in_gemv(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1])
+    return reads_packed_i8(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1])
 
 
 def _fuses(m: Node) -> bool:
     "A matmul whose own kernels can do the next op: GEMV v3's epilogue, or version 6's reduction."
-    from tffedu.ops.cuda_matmul import _epilogue_fused
+    from tffedu.ops.cuda_matmul import fuses_epilogue
     x, w = m.inputs[:2]
-    return _epilogue_fused(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1])
+    return fuses_epilogue(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1])
 
 
 def _fuse_gate_up(n: Node, users) -> Node | None:
@@ -333,43 +334,73 @@ def bucket(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-def step_feed(cache: KVCache, seqs, starts, chunks, kind: str = "prefill") -> dict:
-    """The inputs of one step: chunks[b] new tokens of sequence seqs[b] (already in `cache`),
-    from position starts[b], padded to the step's bucket — rows past N and sequences past B are
-    padding (slot -1: nothing stored; length 0: nothing attended). A decode step has one row per
-    sequence; a `logits` step (one sequence, every row's logits) has no `last`. Every row at once:
-    chapter 09's `slot_mapping` through the batch's page tables, not a Python loop per sequence."""
-    B, N = len(seqs), sum(chunks)
-    Bb = bucket(B)
-    Nb = Bb if kind == "decode" else bucket(N)
-    tables, lens = cache.batch_tables(seqs)
-    feed = dict(ids=np.zeros(Nb, np.int32), pos=np.zeros(Nb, np.int32), slots=np.full(Nb, -1, np.int32),
-                page_tables=np.full((Bb, bucket(tables.shape[1])), -1, np.int32),
-                seq_lens=np.zeros(Bb, np.int32), cu_seqlens=np.zeros(Bb + 1, np.int32),
-                last=np.zeros(Bb, np.int32))
-    feed["page_tables"][:B, :tables.shape[1]] = tables
-    for sid, s0, n, length in zip(seqs, starts, chunks, lens.tolist()):
-        if s0 < 0 or s0 + n > length:
-            raise KVCacheError(f"sequence {sid!r}: positions {s0}..{s0 + n - 1} are outside its {length} tokens")
-    feed["ids"][:N] = [t for sid, s0, n in zip(seqs, starts, chunks) for t in cache.seqs[sid].tokens[s0:s0 + n]]
-    one_row_each = all(n == 1 for n in chunks)                 # a decode step
-    starts, chunks = np.asarray(starts, np.int64), np.asarray(chunks, np.int64)
-    ends = np.cumsum(chunks)                                   # [B] row after each sequence's rows
-    if one_row_each:
-        seq_of_row, pos = np.arange(B), starts
-    else:
-        seq_of_row = np.repeat(np.arange(B), chunks)           # [N] the sequence of every row
-        pos = np.arange(N) + np.repeat(starts - (ends - chunks), chunks)   # [N] its position
-    feed["pos"][:N] = pos
-    ps = cache.page_size                                       # slot = page * page_size + offset
-    feed["slots"][:N] = tables[seq_of_row, pos // ps] * ps + pos % ps
-    feed["seq_lens"][:B] = starts + chunks
-    feed["cu_seqlens"][1:B + 1] = ends
-    feed["cu_seqlens"][B + 1:] = N
-    feed["last"][:B] = ends - 1
-    if kind == "logits":
-        del feed["last"]
-    return feed
+@dataclass
+class StepInput:
+    """One forward pass as the graph reads it: one array per graph input, padded to the step's bucket
+    (rows past the real ones: slot -1, nothing stored; sequences past them: length 0, nothing attended)."""
+    kind: str                  # "prefill", "decode" (one row per sequence) or "logits" (one sequence, every row)
+    ids: np.ndarray            # int32 [N] the new tokens
+    pos: np.ndarray            # int32 [N] their positions
+    slots: np.ndarray          # int32 [N] where their K/V go: page * page_size + offset
+    page_tables: np.ndarray    # int32 [B, P] each sequence's pages, -1 past its end
+    seq_lens: np.ndarray       # int32 [B] positions each sequence attends over, this step's included
+    cu_seqlens: np.ndarray     # int32 [B + 1] where each sequence's rows begin
+    last: np.ndarray | None    # int32 [B] the row whose logits each sequence wants (None: "logits", all)
+    logits: bool = False       # bring logits back to the host, not only the greedy ids
+    ids_from_last: bool = False    # the ids are the previous step's next_ids, copied on the device
+
+    GRAPH_INPUTS: ClassVar[tuple] = ("ids", "pos", "slots", "page_tables", "seq_lens", "cu_seqlens", "last")
+
+    @property
+    def bucket(self) -> tuple:
+        "(kind, N, B, P): the executor (and CUDA graph) that runs this step."
+        return self.kind, len(self.ids), len(self.seq_lens), self.page_tables.shape[1]
+
+    def feed(self) -> dict[str, np.ndarray]:
+        return {k: getattr(self, k) for k in self.GRAPH_INPUTS if getattr(self, k) is not None}
+
+    @classmethod
+    def build(cls, cache: KVCache, kind: str, sids, starts, chunks, ids=None, logits: bool = False) -> StepInput:
+        """chunks[b] new tokens of sequence sids[b] (their slots reserved in `cache`) from position
+        starts[b]; `ids`: their token ids, row after row — None where the device supplies them
+        (`ids_from_last`). Every row at once: chapter 09's `slot_mapping` through the batch's page
+        tables, not a Python loop per sequence."""
+        if kind not in STEP_KINDS:
+            raise GraphError(f"a step is one of {STEP_KINDS}, not {kind!r}")
+        B, N = len(sids), sum(chunks)
+        if (kind == "decode" and any(n != 1 for n in chunks)) or (kind == "logits" and B != 1):
+            raise GraphError(f"a {kind} step cannot hold chunks {list(chunks)[:8]}")
+        if ids is not None and len(ids) != N:
+            raise GraphError(f"{len(ids)} token ids for {N} rows")
+        tables, lens = cache.batch_tables(sids)
+        for sid, s0, n, length in zip(sids, starts, chunks, lens.tolist()):
+            if s0 < 0 or s0 + n > length:
+                raise KVCacheError(f"sequence {sid!r}: positions {s0}..{s0 + n - 1} are outside its {length} tokens")
+        Bb = bucket(B)
+        Nb = Bb if kind == "decode" else bucket(N)
+        starts, chunks = np.asarray(starts, np.int64), np.asarray(chunks, np.int64)
+        ends = np.cumsum(chunks)                                   # [B] row after each sequence's rows
+        if kind == "decode":
+            seq_of_row, pos = np.arange(B), starts
+        else:
+            seq_of_row = np.repeat(np.arange(B), chunks)           # [N] the sequence of every row
+            pos = np.arange(N) + np.repeat(starts - (ends - chunks), chunks)   # [N] its position
+        ps = cache.page_size
+        inp = cls(kind, ids=np.zeros(Nb, np.int32), pos=np.zeros(Nb, np.int32), slots=np.full(Nb, -1, np.int32),
+                  page_tables=np.full((Bb, bucket(tables.shape[1])), -1, np.int32),
+                  seq_lens=np.zeros(Bb, np.int32), cu_seqlens=np.full(Bb + 1, N, np.int32),
+                  last=None if kind == "logits" else np.zeros(Bb, np.int32),
+                  logits=logits or kind == "logits", ids_from_last=ids is None)
+        if ids is not None:
+            inp.ids[:N] = ids
+        inp.pos[:N] = pos
+        inp.slots[:N] = tables[seq_of_row, pos // ps] * ps + pos % ps   # slot = page * page_size + offset
+        inp.page_tables[:B, :tables.shape[1]] = tables
+        inp.seq_lens[:B] = starts + chunks
+        inp.cu_seqlens[0], inp.cu_seqlens[1:B + 1] = 0, ends
+        if inp.last is not None:
+            inp.last[:B] = ends - 1
+        return inp
 
 # %% ../notebooks/13_gpu_runtime.ipynb #28f9f9ea
 class ModelRunner:
@@ -377,7 +408,7 @@ class ModelRunner:
     `cache` (chapter 09's KVCache, bookkeeping only) says.
 
     runner = ModelRunner(model, cache)
-    out = runner.run("decode", step_feed(cache, seqs, starts, chunks, "decode"))   # {"next_ids": [B]}
+    out = runner.run(StepInput.build(cache, "decode", sids, starts, [1] * B, ids))   # {"next_ids": [B]}
     """
 
     def __init__(self, model, cache: KVCache, *, max_graphs: int = 16, cuda_graphs: bool = True):
@@ -388,7 +419,7 @@ class ModelRunner:
             cuda_context()
         self.weights = device_weights(model)
         dtypes = {n: w.dtype for n, w in self.weights.items()}
-        creator = CREATORS.create(cfg.arch, cfg, model.n_ctx, dtypes)
+        creator = create(cfg, model.n_ctx, dtypes)
         page_dtype = F16 if self.device == "cuda" else F32
         self.graphs = PagedGraphs(creator, cache.page_shape, page_dtype)
         self.pages = {f"blk.{il}.{kv}_pages": self._zeros(cache.page_shape, page_dtype)
@@ -462,30 +493,31 @@ class Pending:
 
 
 @patch
-def run(self: ModelRunner, kind: str, feed: dict, logits: bool = False) -> dict[str, np.ndarray]:
-    """One forward pass of the bucket `feed`'s shapes give. Returns host arrays: `next_ids`
-    (not for kind "logits") and, when asked or for kind "logits", `logits`."""
-    return self.launch(kind, feed, logits).result()
+def run(self: ModelRunner, inp: StepInput) -> dict[str, np.ndarray]:
+    """One forward pass of the step's bucket. Returns host arrays: `next_ids` (not for kind
+    "logits") and, when `inp.logits` (always for kind "logits"), `logits`."""
+    return self.launch(inp).result()
 
 
 @patch
-def launch(self: ModelRunner, kind: str, feed: dict, logits: bool = False, ids_from_last: bool = False) -> Pending:
+def launch(self: ModelRunner, inp: StepInput) -> Pending:
     """`run` without waiting: on CUDA the step is queued on the runner's stream, its greedy ids
     copied back to page-locked host memory as it ends, and the host is free until `result()`.
-    `ids_from_last`: the step's token ids are the previous step's `next_ids`, copied on the device
-    (a decode step queued before the host has read the tokens it decodes; same rows)."""
+    `inp.ids_from_last`: the step's token ids are the previous step's `next_ids`, copied on the
+    device (a decode step queued before the host has read the tokens it decodes; same rows)."""
     if self.device == "cuda":
         from tffedu.device import cuda_context
         cuda_context()                             # current on this thread too
-    N, B, P = len(feed["ids"]), len(feed["seq_lens"]), feed["page_tables"].shape[1]
-    key = (kind, N, B, P)
-    ex = self.executor(kind, N, B, P)
-    if ids_from_last and self._n_last < N:
+    key = inp.bucket
+    kind, N = key[:2]
+    ex = self.executor(*key)
+    feed = inp.feed()
+    if inp.ids_from_last and self._n_last < N:
         raise GraphError(f"ids_from_last: the step before has {self._n_last} next_ids, this one decodes {N}")
-    if ids_from_last and self.device == "cpu":
-        feed = dict(feed, ids=self._last[:N])
+    if inp.ids_from_last and self.device == "cpu":
+        feed["ids"] = self._last[:N]
     ex.load(feed)
-    if ids_from_last and self.device == "cuda":
+    if inp.ids_from_last and self.device == "cuda":
         from tffedu.device import cuda_driver
         cuda_driver().memcpy_dtod_async(ex.inputs["ids"].data_ptr(), self._last.data_ptr(), 4 * N, self.stream)
     if kind in self.capture:                       # its launches depend on the step's shapes only
@@ -501,11 +533,11 @@ def launch(self: ModelRunner, kind: str, feed: dict, logits: bool = False, ids_f
     else:
         ex.launch()
         self.stats["eager"] += 1
-    logits = logits or kind == "logits"
+    logits = inp.logits
     if kind == "logits":
         self._n_last = 0                           # no ids for a next step to decode
         return Pending({"logits": ex.output("logits")})
-    self._n_last = len(feed["seq_lens"])
+    self._n_last = len(inp.seq_lens)
     if self.device == "cpu":
         self._last = ex.output("next_ids")
         return Pending({"next_ids": self._last, **({"logits": ex.output("logits")} if logits else {})})

@@ -157,6 +157,10 @@ HF_TO_GGUF = [
     (r"model\.layers\.(\d+)\.self_attn\.k_proj\.weight", r"blk.\1.attn_k.weight"),
     (r"model\.layers\.(\d+)\.self_attn\.v_proj\.weight", r"blk.\1.attn_v.weight"),
     (r"model\.layers\.(\d+)\.self_attn\.o_proj\.weight", r"blk.\1.attn_output.weight"),
+    (r"model\.layers\.(\d+)\.self_attn\.q_proj\.bias", r"blk.\1.attn_q.bias"),      # attention_bias
+    (r"model\.layers\.(\d+)\.self_attn\.k_proj\.bias", r"blk.\1.attn_k.bias"),      # (Llama, Qwen3),
+    (r"model\.layers\.(\d+)\.self_attn\.v_proj\.bias", r"blk.\1.attn_v.bias"),      # Qwen2's q, k, v
+    (r"model\.layers\.(\d+)\.self_attn\.o_proj\.bias", r"blk.\1.attn_output.bias"),
     (r"model\.layers\.(\d+)\.self_attn\.q_norm\.weight", r"blk.\1.attn_q_norm.weight"),
     (r"model\.layers\.(\d+)\.self_attn\.k_norm\.weight", r"blk.\1.attn_k_norm.weight"),
     (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"blk.\1.ffn_norm.weight"),
@@ -273,7 +277,9 @@ def _get(self: HFModel, name):
 # %% ../notebooks/03c_safetensors.ipynb #1f6b46db
 @patch
 def _permuted(self: HFModel, name: str) -> bool:
-    return self.config.arch == "llama" and re.fullmatch(r"blk\.\d+\.attn_[qk]\.weight", name) is not None
+    "HF rows rotate halves; a 'norm' architecture (ARCHS: Llama) rotates adjacent pairs: its q/k rows move."
+    return (self.config.rope_type == "norm"
+            and re.fullmatch(r"blk\.\d+\.attn_[qk]\.(weight|bias)", name) is not None)
 
 
 @patch

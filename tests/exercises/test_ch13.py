@@ -10,7 +10,7 @@ import pytest
 from tffedu.config import ModelConfig
 from tffedu.factory import OPS
 from tffedu.graph import fuse
-from tffedu.models.qwen3 import CREATORS
+from tffedu.models import create
 from tffedu.runner import PagedGraphs, bucket, lower
 from tffedu.runtime import Executor
 from tffedu.tensor import F32
@@ -20,7 +20,7 @@ CFG = ModelConfig(arch="qwen3", n_layer=2, hidden_size=64, n_head=4, n_head_kv=2
 
 
 def graphs():
-    pg = PagedGraphs(CREATORS.create("qwen3", CFG, 256, {}), (8, 4, 2, 16))
+    pg = PagedGraphs(create(CFG, 256, {}), (8, 4, 2, 16))
     return pg, [pg.build(k, n, b, p) for k, n, b, p in
                 (("decode", 1, 1, 1), ("decode", 4, 4, 2), ("prefill", 16, 2, 4), ("logits", 8, 1, 2))]
 

@@ -5,29 +5,28 @@
 
 TFFInfer's QWen3Creator: `build_graph(T)` returns a graph for T new tokens whose KV caches are
 graph *states* (one [2, n_ctx, Hkv, hd] array per layer) and whose positions are an input, so the
-same decode graph serves every step. Llama (models/llama.py) is the same block without the
-per-head q/k norms and with the other RoPE layout; both register in `CREATORS` by architecture.
+same decode graph serves every step. What differs between architectures it reads from the config
+(per-head q/k norms, RoPE layout, attention biases: chapter 03b's `ARCHS`), so Llama's graphs are
+built by the same class; `tffedu.models.creator(arch)` finds the class of an architecture.
 """
 from __future__ import annotations
 
 from .. import blocks
 from ..config import rope_scale
 from ..errors import ModelError
-from ..factory import ModuleFactory, patch
+from ..factory import patch
+from . import creator
 from ..graph import Graph, Node
 from ..tensor import F32, I32
 
 # %% auto #0
-__all__ = ['CREATORS', 'Qwen3Creator']
+__all__ = ['Qwen3Creator']
 
 # %% ../../notebooks/08_qwen3.ipynb #e0251f7a
-CREATORS = ModuleFactory("model creator")   # arch ("qwen3", "llama") -> creator class
-
-
-@CREATORS.register("qwen3")
 class Qwen3Creator:
-    "Builds Qwen3 graphs: per-head q/k RMSNorm before NEOX RoPE, GQA attention, SwiGLU FFN."
-    qk_norm = True            # Qwen3 normalizes every q and k head (attn_q_norm / attn_k_norm)
+    """Builds Qwen3 graphs — per-head q/k RMSNorm, RoPE, GQA attention, SwiGLU FFN — and those of
+    every architecture whose row of ARCHS names it (Llama): the config says which q/k norms, RoPE
+    layout and attention biases."""
 
     def __init__(self, config, n_ctx: int, weight_dtypes: dict | None = None):
         self.cfg = config       # a tffedu.config.ModelConfig
@@ -61,8 +60,8 @@ def attention_block(self: Qwen3Creator, g: Graph, x: Node, pos: Node, il: int, a
         rope["freq_scale"] = self.freq_scale
     hook = attend or self.attend
     return blocks.attention_block(g, x, pos, il, n_head=c.n_head, n_head_kv=c.n_head_kv,
-                                  head_dim=c.head_dim, eps=c.rms_eps, rope=rope, qk_norm=self.qk_norm,
-                                  weight=lambda name, shape: self.weight(g, name, shape),
+                                  head_dim=c.head_dim, eps=c.rms_eps, rope=rope, qk_norm=c.qk_norm,
+                                  bias=c.attn_bias, weight=lambda name, shape: self.weight(g, name, shape),
                                   attend=lambda q, k, v: hook(g, q, k, v, pos, il))   # [T, Hq, hd]
 
 # %% ../../notebooks/08_qwen3.ipynb #c13e2f7c

@@ -244,7 +244,8 @@ def swiglu(gate, up, out=None):
 
 @OPS.register("add", "cpu")
 def add(a, b, out=None):
-    "a + b (b broadcasts)."
+    "a + b: b of a's shape, or a bias [N] added to every row of a [..., N] (a weight Tensor read as float32)."
+    b = b if isinstance(b, np.ndarray) else as_f32(b)
     return np.add(a, b, out=_out(out, a.shape))
 
 

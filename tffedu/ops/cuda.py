@@ -613,8 +613,19 @@ def _binary(op: str, a, b, out, stream):
 
 @OPS.register("add", "cuda")
 def add(a, b, out=None, stream=None):
-    "a + b, f32, same shapes (the residual add)."
-    return _binary("add", a, b, out, stream)
+    "a + b, f32: b of a's shape (the residual add), or a bias [N] added to every row of a [..., N]."
+    shp = check(a, "a", kinds=("F32",))
+    if len(shp) < 2 or tuple(b.shape) != shp[-1:]:
+        return _binary("add", a, b, out, stream)
+    N = shp[-1]
+    check(b, "b", shape=(N,), kinds=("F32",))
+    out = output(out, a, shp, "F32")
+    n = int(np.prod(shp, dtype=np.int64))
+    if n:
+        grid = max(1, min((n + 255) // 256, 16 * device_info()["sms"]))
+        launch(kernel("elementwise.cu", "add_rows", "PPPli"), (grid,), (256,), stream,
+               ptr(a, "a"), ptr(b, "b"), ptr(out, "out"), np.int64(n), np.int32(N))
+    return out
 
 
 @OPS.register("swiglu", "cuda")

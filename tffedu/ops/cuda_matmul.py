@@ -4,15 +4,17 @@
 """CUDA backend, part 2 (chapter 11): the matmul ladder and the Q8_0 GEMV.
 
 `matmul(x, w)` computes `y = x @ w.T` with `x [.., K]` (F32 or F16) on the GPU and `w [N, K]` in
-GGUF layout (F32, F16, BF16 or Q8_0); `y` is F32. Kernels are in `kernels/matmul_*.cu` and
-`kernels/gemv_q8_0.cu`; the plumbing (context, loader, timer) is chapter 10's `tffedu.ops.cuda`.
-Nothing imports PyCUDA at import time.
+GGUF layout, of a type with a row in `GPU_WEIGHTS` (Q8_0, F16, BF16 or F32); `y` is F32. Kernels
+are in `kernels/matmul_*.cu` and `kernels/gemv_q8_0.cu`; the plumbing (context, loader, timer) is
+chapter 10's `tffedu.ops.cuda`. Nothing imports PyCUDA at import time.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -27,14 +29,15 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'QWEN3_8B_SHAPES', 'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_TILES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M',
            'Q8_TMA_MIN_M', 'Q8_TMA_GROUP', 'Q8_GEMM_MIN_M', 'CU_TENSOR_MAP_UINT8', 'CU_TENSOR_MAP_FLOAT16',
            'CU_TENSOR_MAP_SWIZZLE_NONE', 'CU_TENSOR_MAP_SWIZZLE_128B', 'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES',
-           'MMQ_STAGES', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref', 'quantize_act_ref',
-           'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher', 'hgemm',
-           'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
+           'MMQ_STAGES', 'GPU_WEIGHTS', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref',
+           'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher',
+           'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
            'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm',
            'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available',
            'q8_gemm_smem', 'q8_tma_stages', 'q8_gemm_tokens', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes',
-           'tensor_map', 'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'q8_mmq_launcher', 'q8_mmq', 'matmul',
-           'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
+           'tensor_map', 'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'q8_mmq_launcher', 'q8_mmq', 'MatmulPath',
+           'GpuWeight', 'gpu_weight', 'matmul', 'reads_packed_i8', 'fuses_epilogue', 'matmul_add', 'matmul_swiglu',
+           'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -957,26 +960,168 @@ def q8_mmq(x, w, y, M: int, N: int, K: int, xq=None, stream=None, x_dtype: str =
     "Launch the int8 tensor-core Q8_0 GEMM once (see `q8_mmq_launcher`)."
     q8_mmq_launcher(x, w, y, M, N, K, xq, stream, x_dtype)()
 
+# %% ../../notebooks/11_matmul.ipynb #828d434a
+@dataclass(frozen=True)
+class MatmulPath:
+    """One way to run y = x @ w.T for a weight type: `run` takes `_matmul_into`'s arguments (device
+    addresses, scratch from the workspace), `pieces` `_matmul_pieces`' (its scratch bytes, in the
+    order `run` takes them)."""
+    run: Callable
+    pieces: Callable | None = None     # None: no scratch
+    max_rows: int | None = None        # the kernel's limit on T (None: any T)
+    wanted: Callable | None = None     # (T, K) -> within max_rows, whether the op picks it (None: always)
+    fuses: Callable | bool = False     # (T, K) -> its kernels do the epilogue (res=, w2=, cat=); or at every T
+    packed_i8: bool = False            # it also reads `rmsnorm_q8`'s packed int8 activations (I8)
+
+    def scratch(self, T: int, K: int, N: int, xk: str, wk: str, epilogue: str | None = None) -> list[int]:
+        return [] if self.pieces is None else self.pieces(T, K, N, xk, wk, epilogue)
+
+    def fits(self, T: int) -> bool:
+        "Whether its kernels can take T rows."
+        return self.max_rows is None or T <= self.max_rows
+
+    def takes(self, T: int, K: int) -> bool:
+        "Whether the op runs this path for T rows of K."
+        return self.fits(T) and (self.wanted is None or self.wanted(T, K))
+
+    def fused(self, T: int, K: int) -> bool:
+        "Whether its kernels do the epilogue for T rows of K."
+        return self.fuses(T, K) if callable(self.fuses) else bool(self.fuses)
+
+
+@dataclass(frozen=True)
+class GpuWeight:
+    """A weight type the CUDA kernels read as stored: one row of `GPU_WEIGHTS`. A new type is a
+    row and its kernels; nothing else in the dispatch names a type."""
+    name: str                          # the GGUF type name, the row's key
+    block: int                         # values per block (1: plain floats)
+    block_bytes: int                   # bytes per block: a raw row of K values has K / block of them
+    prefill: MatmulPath                # many rows (prefill, batches): takes any T
+    gemv: MatmulPath | None = None     # a few rows (decode), where it `takes` them
+    get_rows: str | None = None        # its embedding lookup kernel in kernels/embedding.cu
+
+    def path(self, T: int, K: int) -> MatmulPath:
+        "The path a matmul of T rows of K runs."
+        return self.gemv if self.gemv is not None and self.gemv.takes(T, K) else self.prefill
+
+
+def gpu_weight(name: str) -> GpuWeight:
+    "The row of weight type `name` (a ShapeError naming the types the kernels read, if none)."
+    g = GPU_WEIGHTS.get(name)
+    if g is None:
+        raise ShapeError(f"matmul on cuda supports {', '.join(GPU_WEIGHTS)} weights, got {name}")
+    return g
+
+# %% ../../notebooks/11_matmul.ipynb #7a56e736
+def _q8_act_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
+    "GEMV v3's scratch: x as int8 blocks of 32, and their f32 scales."
+    return [T * K, T * (K // QK8_0) * 4]
+
+
+def _q8_0_gemv(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
+    "GEMV v3 (dp4a) and its epilogue: x quantized into `ws`, or packed already (`rmsnorm_q8`, xk I8)."
+    if xk == "I8":
+        q8_0_gemv(wp, xp, yp, N, K, T, "dp4a", stream, xq=xp, xd=xp + T * K, quantize=False, **epilogue)
+    else:
+        q8_0_gemv(wp, xp, yp, N, K, T, "dp4a", stream, x_dtype=xk,
+                  xq=ws.take(T * K), xd=ws.take(T * (K // QK8_0) * 4), **epilogue)
+
+
+def _q8_0_gemv_wanted(T, K) -> bool:
+    "GEMV v3 hands over to version 6 from Q8_GEMM_MIN_M rows where version 6 runs."
+    return T < Q8_GEMM_MIN_M or not q8_gemm_available(K, T)
+
+
+def _q8_0_gemm_fuses(T, K) -> bool:
+    "Versions 6 and 7 do the epilogue in their reduction; the slab path does none."
+    return q8_gemm_available(K, T)
+
+
+def _q8_0_gemm_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
+    xh = [T * K * 2] if xk == "F32" else []                    # fp16 activations
+    if q8_gemm_available(K, T):
+        return xh + [q8_gemm_part_bytes(T, N, K, epilogue)]   # v6/v7: their partial sums, if any
+    return xh + [q8_0_slab_rows(N, K) * K * 2]                 # the slab path: one fp16 slab
+
+
+def _q8_0_gemm(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
+    "x in fp16, then version 6/7 straight from the Q8_0 blocks (with the epilogue), or the slab path."
+    xh = xp
+    if xk == "F32":
+        xh = ws.take(T * K * 2)
+        cast_raw("F32", "F16", xp, xh, T * K, stream)
+    if q8_gemm_available(K, T):
+        ep = "pair" if "w2" in epilogue else "res" if "res" in epilogue else None
+        rows = N + sum(n for _, n in epilogue.get("cat", ()))
+        q8_gemm(xh, wp, yp, T, N, K, part=ws.take(q8_gemm_part_bytes(T, rows, K, ep)), stream=stream, **epilogue)
+    else:
+        q8_0_slab_gemm(xh, wp, yp, T, N, K, ws.take(q8_0_slab_rows(N, K) * K * 2), stream)
+
+# %% ../../notebooks/11_matmul.ipynb #2e3bc798
+def _gemm16_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
+    pieces = [T * K * 2] if xk != wk else []                   # x in the weights' type
+    if K % 8:                                                  # zero-padded to a multiple of 8
+        Kp = (K + 7) // 8 * 8
+        pieces += [T * Kp * 2, N * Kp * 2]
+    return pieces
+
+
+def _gemm16(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
+    "F16 / BF16 weights: the tensor cores (`gemm16`, one kernel at every T)."
+    xh = xp
+    if xk != wk:
+        xh = ws.take(T * K * 2)
+        cast_raw(xk, wk, xp, xh, T * K, stream)
+    if K % 8:
+        Kp = (K + 7) // 8 * 8
+        xpad, wpad = ws.take(T * Kp * 2), ws.take(N * Kp * 2)
+        pad_cols(xh, xpad, T, K, Kp, stream)
+        pad_cols(wp, wpad, N, K, Kp, stream)
+        xh, wp, K = xpad, wpad, Kp
+    gemm16(xh, wp, yp, T, N, K, wk, stream=stream)
+
+
+def _f32_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
+    return [T * K * 4] if xk == "F16" else []                  # x in f32
+
+
+def _sgemm(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
+    "F32 weights: the register-blocked fp32 GEMM (version 3) at every T."
+    xf = xp
+    if xk == "F16":
+        xf = ws.take(T * K * 4)
+        cast_raw("F16", "F32", xp, xf, T * K, stream)
+    sgemm(xf, wp, yp, T, N, K, "regblock", stream)
+
+
+GPU_WEIGHTS: dict[str, GpuWeight] = {      # what the CUDA kernels read as stored (chapter 13 makes the rest F16)
+    "Q8_0": GpuWeight("Q8_0", QK8_0, Q8_0_BYTES, get_rows="get_rows_q8_0",
+                      gemv=MatmulPath(_q8_0_gemv, _q8_act_pieces, max_rows=8, wanted=_q8_0_gemv_wanted,
+                                      fuses=True, packed_i8=True),
+                      prefill=MatmulPath(_q8_0_gemm, _q8_0_gemm_pieces, fuses=_q8_0_gemm_fuses)),
+    "F16": GpuWeight("F16", 1, 2, MatmulPath(_gemm16, _gemm16_pieces), get_rows="get_rows_f16"),
+    "BF16": GpuWeight("BF16", 1, 2, MatmulPath(_gemm16, _gemm16_pieces), get_rows="get_rows_bf16"),
+    "F32": GpuWeight("F32", 1, 4, MatmulPath(_sgemm, _f32_pieces), get_rows="get_rows_f32"),
+}
+
 # %% ../../notebooks/11_matmul.ipynb #4503930f
 from ..factory import OPS
 
 
 def _w_info(w, w_dtype):
-    "(kind, N, K) of the weight operand; raw-uint8 GPUArrays need w_dtype='Q8_0', uint16 ones 'BF16'."
+    """(kind, N, K) of the weight operand; raw-uint8 GPUArrays need w_dtype naming a quantized type
+    ('Q8_0': K from the row's bytes and the type's block), uint16 ones 'BF16'."""
     k = (w_dtype or kind(w)).upper()
     shp = tuple(w.shape)
     if len(shp) != 2:
         raise ShapeError(f"w must be 2-D [N, K], got shape {shp}")
-    if k == "Q8_0":
-        if kind(w) in ("U8", "UINT8"):                 # raw block bytes [N, K/32*34]
-            if shp[1] % Q8_0_BYTES:
-                raise ShapeError(f"raw Q8_0 rows must be a multiple of 34 bytes, got {shp[1]}")
-            return k, shp[0], shp[1] // Q8_0_BYTES * QK8_0
-        return k, shp[0], shp[1]
     if k == "U16" or (k == "UINT16"):
         raise ShapeError("a uint16 weight array needs w_dtype='BF16' or 'F16'")
-    if k not in ("F32", "F16", "BF16"):
-        raise ShapeError(f"matmul on cuda supports F32, F16, BF16 and Q8_0 weights, got {k}")
+    g = gpu_weight(k)
+    if g.block > 1 and kind(w) in ("U8", "UINT8"):    # raw block bytes [N, K/block*block_bytes]
+        if shp[1] % g.block_bytes:
+            raise ShapeError(f"raw {k} rows must be a multiple of {g.block_bytes} bytes, got {shp[1]}")
+        return k, shp[0], shp[1] // g.block_bytes * g.block
     return k, shp[0], shp[1]
 
 
@@ -995,24 +1140,12 @@ def _matmul_args(x, w, w_dtype):
 
 
 def _matmul_pieces(T: int, K: int, N: int, xk: str, wk: str, epilogue: str | None = None) -> list[int]:
-    """Bytes of each scratch buffer the matmul op needs for this shape and these dtypes (in order);
-    `epilogue` ("res", "pair") for the fused ops, whose epilogue version 6 does in its reduction."""
+    """Bytes of each scratch buffer the matmul op needs for this shape and these dtypes (in order):
+    those of the path that w's row runs for T rows (`GpuWeight.path`); `epilogue` ("res", "pair")
+    for the fused ops, whose epilogue version 6 does in its reduction."""
     if xk == "I8":                                         # packed activations: quantized already
         return []
-    if wk == "Q8_0":
-        if _epilogue_in_gemv(wk, T, K):                    # int8 activations and their scales
-            return [T * K, T * (K // QK8_0) * 4]
-        xh = [T * K * 2] if xk == "F32" else []          # fp16 activations
-        if q8_gemm_available(K, T):
-            return xh + [q8_gemm_part_bytes(T, N, K, epilogue)]   # v6: its partial sums, if any
-        return xh + [q8_0_slab_rows(N, K) * K * 2]
-    if wk == "F32":
-        return [T * K * 4] if xk == "F16" else []
-    pieces = [T * K * 2] if (xk == "F32" or (xk == "F16" and wk == "BF16")) else []
-    if K % 8:
-        Kp = (K + 7) // 8 * 8
-        pieces += [T * Kp * 2, N * Kp * 2]
-    return pieces
+    return gpu_weight(wk).path(T, K).scratch(T, K, N, xk, wk, epilogue)
 
 
 def _matmul_workspace(x, w, epilogue: str | None = None, **attrs) -> int:
@@ -1024,7 +1157,7 @@ def _matmul_workspace(x, w, epilogue: str | None = None, **attrs) -> int:
 @OPS.register("matmul", "cuda")
 @with_workspace(_matmul_workspace)
 def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = None):
-    "y f32 [..., N] = x [..., K] (F32/F16) @ w[N, K].T, w F32/F16/BF16/Q8_0 (GGUF layout)."
+    "y f32 [..., N] = x [..., K] (F32/F16) @ w[N, K].T, w of a type in GPU_WEIGHTS (GGUF layout)."
     T, N, K, xk, wk, shape = _matmul_args(x, w, w_dtype)
     if xk == "I8":
         raise ShapeError("packed int8 activations go to matmul_q8, not matmul")
@@ -1036,81 +1169,58 @@ def matmul(x, w, out=None, stream=None, workspace=None, w_dtype: str | None = No
     return out
 
 
+def _i8_readers() -> str:
+    "The rows whose GEMV reads packed int8 activations, and up to how many rows (for the error text)."
+    return ", ".join(n + " weights" + (f" at T <= {g.gemv.max_rows}" if g.gemv.max_rows else "")
+                     for n, g in GPU_WEIGHTS.items() if g.gemv is not None and g.gemv.packed_i8)
+
+
 def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K: int, ws: Workspace,
                  stream=None, **epilogue):
-    """y [T, N] = x @ w.T at device addresses, scratch from `ws`; `epilogue` (res= / w2= / cat=) for GEMV v3
-    and v6 (cat: more (address, rows) weights after w, y planar — `matmul_cat`)."""
+    """y [T, N] = x @ w.T at device addresses, scratch from `ws`: the path of w's row that takes T
+    rows (`GpuWeight.path`; packed I8 activations: its GEMV). `epilogue` (res= / w2= / cat=: more
+    (address, rows) weights after w, y planar — `matmul_cat`) only where that path's kernels fuse it."""
     if K == 0:
         _drv().memset_d32_async(yp, 0, T * N, stream)
         return
-    if xk == "I8":                                         # packed activations: GEMV v3 only
-        if wk != "Q8_0" or T > 8:
-            raise ShapeError(f"packed int8 activations feed Q8_0 weights at T <= 8, got {wk} at T={T}")
-        q8_0_gemv(wp, xp, yp, N, K, T, "dp4a", stream, xq=xp, xd=xp + T * K, quantize=False, **epilogue)
-        return
-    if wk == "Q8_0":
-        if _epilogue_in_gemv(wk, T, K):                    # GEMV v3 (its epilogue, if any)
-            q8_0_gemv(wp, xp, yp, N, K, T, "dp4a", stream, x_dtype=xk,
-                      xq=ws.take(T * K), xd=ws.take(T * (K // QK8_0) * 4), **epilogue)
-            return
-        xh = xp
-        if xk == "F32":
-            xh = ws.take(T * K * 2)
-            cast_raw("F32", "F16", xp, xh, T * K, stream)
-        if q8_gemm_available(K, T):                        # v6: Q8_0 straight into wgmma (its epilogue)
-            ep = "pair" if "w2" in epilogue else "res" if "res" in epilogue else None
-            rows = N + sum(n for _, n in epilogue.get("cat", ()))
-            q8_gemm(xh, wp, yp, T, N, K, part=ws.take(q8_gemm_part_bytes(T, rows, K, ep)), stream=stream, **epilogue)
-        elif epilogue:
-            raise ShapeError("the slab path has no epilogue: call the matmul, then the op")
-        else:
-            q8_0_slab_gemm(xh, wp, yp, T, N, K, ws.take(q8_0_slab_rows(N, K) * K * 2), stream)
-        return
-    if wk == "F32":
-        xf = xp
-        if xk == "F16":
-            xf = ws.take(T * K * 4)
-            cast_raw("F16", "F32", xp, xf, T * K, stream)
-        sgemm(xf, wp, yp, T, N, K, "regblock", stream)
-        return
-    # F16 / BF16 weights: the tensor cores
-    xh = xp
-    if xk == "F32" or (xk == "F16" and wk == "BF16"):
-        xh = ws.take(T * K * 2)
-        cast_raw(xk, wk, xp, xh, T * K, stream)
-    if K % 8:
-        Kp = (K + 7) // 8 * 8
-        xpad, wpad = ws.take(T * Kp * 2), ws.take(N * Kp * 2)
-        pad_cols(xh, xpad, T, K, Kp, stream)
-        pad_cols(wp, wpad, N, K, Kp, stream)
-        xh, wp, K = xpad, wpad, Kp
-    gemm16(xh, wp, yp, T, N, K, wk, stream=stream)
+    g = gpu_weight(wk)
+    path = g.gemv if xk == "I8" else g.path(T, K)
+    if xk == "I8" and (path is None or not path.packed_i8 or not path.fits(T)):
+        raise ShapeError(f"packed int8 activations feed {_i8_readers()}, got {wk} at T={T}")
+    if epilogue and not path.fused(T, K):
+        raise ShapeError(f"the path of {wk} weights at T={T}, K={K} has no epilogue (res=, w2=, cat=): "
+                         "call the matmul, then the op")
+    path.run(xp, xk, wp, wk, yp, T, N, K, ws, stream, **epilogue)
 
 # %% ../../notebooks/11_matmul.ipynb #401cc8ef
-def _epilogue_in_gemv(wk: str, T: int, K: int) -> bool:
-    """Whether the matmul of these weights and rows runs GEMV v3 (int8 activations; its epilogue
-    fuses): Q8_0 up to 8 rows, handing over to version 6 from Q8_GEMM_MIN_M rows where it runs."""
-    return wk == "Q8_0" and T <= 8 and (T < Q8_GEMM_MIN_M or not q8_gemm_available(K, T))
+def reads_packed_i8(wk: str, T: int, K: int) -> bool:
+    """Whether a matmul of T rows of K by `wk` weights runs a GEMV that reads `rmsnorm_q8`'s packed
+    int8 activations (chapter 13 then quantizes them once, in the norm): Q8_0 up to 8 rows, handing
+    over to version 6 from Q8_GEMM_MIN_M rows where it runs. False for a type without a row."""
+    g = GPU_WEIGHTS.get(wk)
+    return g is not None and g.gemv is not None and g.gemv.packed_i8 and g.gemv.takes(T, K)
 
 
-def _epilogue_fused(wk: str, T: int, K: int) -> bool:
-    "Whether the matmul's own kernels do the next op: GEMV v3's epilogue, or version 6's reduction."
-    return wk == "Q8_0" and (_epilogue_in_gemv(wk, T, K) or q8_gemm_available(K, T))
+def fuses_epilogue(wk: str, T: int, K: int) -> bool:
+    """Whether the matmul's own kernels do the next op (residual add, SwiGLU, cat): the path of w's
+    row that takes T rows fuses it (Q8_0: GEMV v3's epilogue, or version 6's reduction)."""
+    g = GPU_WEIGHTS.get(wk)
+    return g is not None and g.path(T, K).fused(T, K)
 
 
 @OPS.register("matmul_add", "cuda")
 @with_workspace(lambda x, w, r, **a: _matmul_workspace(x, w, "res"))
 def matmul_add(x, w, r, out=None, stream=None, workspace=None, w_dtype: str | None = None):
     """r + x @ w.T: the residual add as the matmul's epilogue (r f32 [..., N]); equal to
-    add(r, matmul(x, w)). Q8_0 weights: GEMV v3's epilogue or v6's reduction; the rest
-    add after the matmul."""
+    add(r, matmul(x, w)). Where w's path fuses it (Q8_0: GEMV v3's epilogue or v6's reduction);
+    elsewhere the add follows the matmul."""
     T, N, K, xk, wk, shape = _matmul_args(x, w, w_dtype)
     check(r, "r", shape=shape, kinds=("F32",))
     out = output(out, x, shape, "F32")
     if T == 0 or N == 0:
         return out
     ws = Workspace(workspace, workspace_bytes(*_matmul_pieces(T, K, N, xk, wk, "res")))
-    if _epilogue_fused(wk, T, K) and K:
+    if fuses_epilogue(wk, T, K) and K:
         _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, ws, stream, res=ptr(r, "r"))
     else:
         _matmul_into(ptr(x, "x"), xk, ptr(w, "w"), wk, ptr(out, "out"), T, N, K, ws, stream)
@@ -1139,7 +1249,7 @@ def matmul_swiglu(x, wg, wu, out=None, stream=None, workspace=None, w_dtype: str
         return out
     ws = Workspace(workspace, workspace_bytes(T * N * 4, *_matmul_pieces(T, K, N, xk, wk, "pair")))
     xp, yp = ptr(x, "x"), ptr(out, "out")
-    if _epilogue_fused(wk, T, K) and K:
+    if fuses_epilogue(wk, T, K) and K:
         _matmul_into(xp, xk, ptr(wg, "wg"), wk, yp, T, N, K, ws, stream, w2=ptr(wu, "wu"))
         return out
     up = ws.take(T * N * 4)
@@ -1184,7 +1294,7 @@ def matmul_cat(x, w0, w1, w2=None, out=None, stream=None, workspace=None, w_dtyp
         return out
     ws = Workspace(workspace, _matmul_cat_bytes(T, K, Ns, xk, wk))
     xp, yp = ptr(x, "x"), ptr(out, "out")
-    if K and min(Ns) and (xk == "I8" or _epilogue_fused(wk, T, K)):
+    if K and min(Ns) and (xk == "I8" or fuses_epilogue(wk, T, K)):
         _matmul_into(xp, xk, ptr(w0, "w0"), wk, yp, T, N, K, ws, stream,
                      cat=[(ptr(w, f"w{i}"), n) for i, (w, n) in enumerate(zip(weights[1:], Ns[1:]), 1)])
         return out
