@@ -15,7 +15,6 @@ from .. import blocks
 from ..config import rope_scale
 from ..errors import ModelError
 from ..factory import patch
-from . import creator
 from ..graph import Graph, Node
 from ..tensor import F32, I32
 
