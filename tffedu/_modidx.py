@@ -568,6 +568,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                         'tffedu.ops.cuda_matmul._sgemm': ('matmul.html#_sgemm', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul._tma_fits': ('matmul.html#_tma_fits', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul._w_info': ('matmul.html#_w_info', 'tffedu/ops/cuda_matmul.py'),
+                                        'tffedu.ops.cuda_matmul._x_as': ('matmul.html#_x_as', 'tffedu/ops/cuda_matmul.py'),
+                                        'tffedu.ops.cuda_matmul._x_pieces': ('matmul.html#_x_pieces', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul.bench_gemm': ('matmul.html#bench_gemm', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul.bench_gemv': ('matmul.html#bench_gemv', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul.bench_q8_gemm': ('matmul.html#bench_q8_gemm', 'tffedu/ops/cuda_matmul.py'),

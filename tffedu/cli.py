@@ -198,7 +198,7 @@ def bench(model, p: int = 512, n: int = 128, depth: int = 0, reps: int = 3,
 
     def decode():         # seconds of n decode steps at `depth` tokens of context
         req = eng.add(rng.integers(0, V, depth + 1).tolist(), max_new_tokens=n + 1, ignore_eos=True)
-        while not req.tokens:
+        while not req.n_generated:
             eng.step()                                 # the prefill gives the first token
         t0 = time.perf_counter()
         while not req.done:

@@ -506,7 +506,7 @@ def measure_decode(model, prompts, batch_size: int, new_tokens: int = 16) -> flo
     ids = [_prompt_ids(model, prompts[i % len(prompts)]) for i in range(batch_size)]
     eng = Engine(model, max_batch=batch_size, token_budget=max(512, sum(map(len, ids))))
     reqs = [eng.add(p, max_new_tokens=new_tokens, ignore_eos=True) for p in ids]
-    while not all(r.tokens for r in reqs):
+    while not all(r.n_generated for r in reqs):
         eng.step()                              # the prefill: one step, the budget holds every prompt
     eng.step()                                  # the first decode step plans (and captures) its graph
     n0, t0 = eng.stats["decode_tokens"], time.perf_counter()
@@ -572,8 +572,8 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
     try:
         while True:
             done = req.done
-            while seen < len(req.tokens):            # every token, whoever's step made it
-                piece = dec.push(req.tokens[seen])
+            while seen < req.n_generated:            # every token, whoever's step made it
+                piece = dec.push(req.ids[req.n_prompt + seen])
                 seen += 1
                 if piece:
                     yield piece

@@ -1013,6 +1013,23 @@ def gpu_weight(name: str) -> GpuWeight:
     return g
 
 # %% ../../notebooks/11_matmul.ipynb #7a56e736
+_X_BYTES = {"F32": 4, "F16": 2, "BF16": 2}     # bytes per activation, by type
+
+
+def _x_pieces(xk: str, want: str, T: int, K: int) -> list[int]:
+    "Scratch for x [T, K] in the type a kernel reads: none if it is in that type already."
+    return [] if xk == want else [T * K * _X_BYTES[want]]
+
+
+def _x_as(xp: int, xk: str, want: str, T: int, K: int, ws, stream=None) -> int:
+    "The address of x [T, K] in type `want`: x itself, or a cast into the workspace (`_x_pieces`)."
+    if xk == want:
+        return xp
+    xw = ws.take(T * K * _X_BYTES[want])
+    cast_raw(xk, want, xp, xw, T * K, stream)
+    return xw
+
+
 def _q8_act_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
     "GEMV v3's scratch: x as int8 blocks of 32, and their f32 scales."
     return [T * K, T * (K // QK8_0) * 4]
@@ -1038,7 +1055,7 @@ def _q8_0_gemm_fuses(T, K) -> bool:
 
 
 def _q8_0_gemm_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
-    xh = [T * K * 2] if xk == "F32" else []                    # fp16 activations
+    xh = _x_pieces(xk, "F16", T, K)                            # fp16 activations
     if q8_gemm_available(K, T):
         return xh + [q8_gemm_part_bytes(T, N, K, epilogue)]   # v6/v7: their partial sums, if any
     return xh + [q8_0_slab_rows(N, K) * K * 2]                 # the slab path: one fp16 slab
@@ -1046,10 +1063,7 @@ def _q8_0_gemm_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
 
 def _q8_0_gemm(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
     "x in fp16, then version 6/7 straight from the Q8_0 blocks (with the epilogue), or the slab path."
-    xh = xp
-    if xk == "F32":
-        xh = ws.take(T * K * 2)
-        cast_raw("F32", "F16", xp, xh, T * K, stream)
+    xh = _x_as(xp, xk, "F16", T, K, ws, stream)
     if q8_gemm_available(K, T):
         ep = "pair" if "w2" in epilogue else "res" if "res" in epilogue else None
         rows = N + sum(n for _, n in epilogue.get("cat", ()))
@@ -1059,7 +1073,7 @@ def _q8_0_gemm(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
 
 # %% ../../notebooks/11_matmul.ipynb #2e3bc798
 def _gemm16_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
-    pieces = [T * K * 2] if xk != wk else []                   # x in the weights' type
+    pieces = _x_pieces(xk, wk, T, K)                           # x in the weights' type
     if K % 8:                                                  # zero-padded to a multiple of 8
         Kp = (K + 7) // 8 * 8
         pieces += [T * Kp * 2, N * Kp * 2]
@@ -1068,10 +1082,7 @@ def _gemm16_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
 
 def _gemm16(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
     "F16 / BF16 weights: the tensor cores (`gemm16`, one kernel at every T)."
-    xh = xp
-    if xk != wk:
-        xh = ws.take(T * K * 2)
-        cast_raw(xk, wk, xp, xh, T * K, stream)
+    xh = _x_as(xp, xk, wk, T, K, ws, stream)
     if K % 8:
         Kp = (K + 7) // 8 * 8
         xpad, wpad = ws.take(T * Kp * 2), ws.take(N * Kp * 2)
@@ -1082,16 +1093,12 @@ def _gemm16(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
 
 
 def _f32_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
-    return [T * K * 4] if xk == "F16" else []                  # x in f32
+    return _x_pieces(xk, "F32", T, K)
 
 
 def _sgemm(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
     "F32 weights: the register-blocked fp32 GEMM (version 3) at every T."
-    xf = xp
-    if xk == "F16":
-        xf = ws.take(T * K * 4)
-        cast_raw("F16", "F32", xp, xf, T * K, stream)
-    sgemm(xf, wp, yp, T, N, K, "regblock", stream)
+    sgemm(_x_as(xp, xk, "F32", T, K, ws, stream), wp, yp, T, N, K, "regblock", stream)
 
 
 GPU_WEIGHTS: dict[str, GpuWeight] = {      # what the CUDA kernels read as stored (chapter 13 makes the rest F16)
