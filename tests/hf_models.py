@@ -26,6 +26,9 @@ import torch
 import gguf
 from gguf import GGMLQuantizationType as QT
 
+import tffedu.model
+from tffedu.sampling import picker
+
 DATA = pathlib.Path(__file__).resolve().parent / "data"  # the real vocabularies (tests/data/README.md)
 QWEN2_VOCAB = DATA / "ggml-vocab-qwen2.gguf"
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -229,3 +232,14 @@ def rel_err(a, b) -> float:
     "max |a - b| relative to max |b| (the tolerance the issue states)."
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+
+class SamplingLoop(tffedu.model.ContiguousModel):
+    """Chapter 08b's one-sequence loop called like the engine's `generate`, its sampling arguments
+    turned into chapter 14's `picker`: the oracle the engine is compared with."""
+
+    def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
+                 top_p: float = 1.0, min_p: float = 0.0, seed=None, **kw):
+        pick = picker(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+        return super().generate(prompt, max_new_tokens, pick=pick, **kw)

@@ -9,7 +9,7 @@ import tffedu.runtime
 import tffedu.model
 from tffedu.engine import Engine, engine_of, generate_batch, stream
 from tffedu.errors import ContextOverflowError, EngineError, SamplingError
-from hf_models import hf_logits, rel_err, tiny_qwen3, write_gguf
+from hf_models import SamplingLoop, hf_logits, rel_err, tiny_qwen3, write_gguf
 
 
 @pytest.fixture(scope="module")
@@ -19,12 +19,13 @@ def model(tmp_path_factory):
     path = write_gguf(hf, tmp_path_factory.mktemp("engine") / "m.gguf", "F32")
     m = tffedu.engine.load(path, n_ctx=256)
     m.hf = hf
+    m.loop = SamplingLoop.of(m)                # chapter 08's loop over the same weights
     return m
 
 
 def contiguous(model, prompt, **kw):
     "Chapter 08's one-sequence loop over a contiguous cache: the oracle of the engine."
-    return tffedu.model.Model.generate(model, prompt, **kw)
+    return model.loop.generate(prompt, **kw)
 
 
 def prompts_of(model, n, rng, lo=3, hi=40):
@@ -45,8 +46,8 @@ def test_paged_logits_equal_contiguous_and_hf(model, page_size):
     assert len(batch.reqs) == len(ids)              # one prefill step of 23 sequences
     batch.input.logits = True
     paged = eng._read(batch, eng.runner.launch(batch.input))[1]
-    assert rel_err(paged, tffedu.model.Model.logits(model, ids)) < 1e-5   # the contiguous cache
-    assert rel_err(model.logits(ids), tffedu.model.Model.logits(model, ids)) < 1e-5
+    assert rel_err(paged, model.loop.logits(ids)) < 1e-5   # the contiguous cache
+    assert rel_err(model.logits(ids), model.loop.logits(ids)) < 1e-5
     assert rel_err(paged, hf_logits(model.hf, ids)) < 1e-4
 
 

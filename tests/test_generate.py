@@ -9,8 +9,9 @@ import tffedu.engine
 import tffedu.model
 from tffedu.errors import SamplingError
 
-LOADERS = {"contiguous": tffedu.model.load, "engine": tffedu.engine.load}
-from hf_models import tiny_qwen3, write_gguf
+from hf_models import SamplingLoop, tiny_qwen3, write_gguf
+
+LOADERS = {"contiguous": lambda path: tffedu.model.load(path, cls=SamplingLoop), "engine": tffedu.engine.load}
 
 
 @pytest.fixture(scope="module", params=list(LOADERS))

@@ -16,7 +16,7 @@ Modules:
 - `tffedu.graph_draw`: Drawing computation graphs (chapter 05a): a layered layout and a matplotlib picture of it.
 - `tffedu.kvcache`: The paged KV cache (chapter 09): PagePool, KVCache, and a numpy paged-attention op.
 - `tffedu.memory`: Memory (chapter 02): allocators per device, MemoryBlock (RAII ownership), leak tracker, pools.
-- `tffedu.model`: `tffedu.load(path)` -> Model: logits and text generation on a backend (chapter 08).
+- `tffedu.model`: A loaded Model, and chapter 08's loop that writes text with it (chapter 08b).
 - `tffedu.modelfile`: Opening model files (chapter 03d): the format detector, GGUF files and HF folders as one model interface, checked against their config before use, and the `tffedu inspect` report.
 - `tffedu.models.qwen3`: Model creators (chapter 08): build the prefill and decode graphs of Qwen3 from a ModelConfig.
 - `tffedu.ops.cpu`: CPU backend (chapter 07): the transformer's operators in numpy, registered as backend "cpu".

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ContextOverflowError, EngineError, KVCacheError, ModelError, SamplingError
+from .errors import ContextOverflowError, EngineError, KVCacheError, SamplingError
 from .factory import patch
 from .kvcache import KVCache
 from . import model as _model
-from .model import Generation, _stop_list
+from .model import Generation, _stop_list, token_ids
 from .runner import ModelRunner, Pending, StepInput
 from .sampling import SamplingParams, sample
 
@@ -304,7 +304,7 @@ def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
     params = params or SamplingParams()
     if not isinstance(params, SamplingParams):
         raise SamplingError(f"params must be SamplingParams, got {type(params).__name__}")
-    prompt = _token_ids(prompt, self.model.config.vocab_size)
+    prompt = token_ids(prompt, self.model.config.vocab_size)
     _check_max_new(max_new_tokens, minimum=1)
     self.check(prompt, max_new_tokens)
     with self.lock:
@@ -324,22 +324,6 @@ def cancel(self: Engine, req: Request) -> None:
             req.finish_reason = "cancelled"
 
 
-def _token_ids(prompt, vocab_size: int) -> list[int]:
-    "A new list of token ids checked for type and range (an id is an int, never a bool or a float)."
-    if isinstance(prompt, (str, bytes)) or not hasattr(prompt, "__iter__"):
-        raise SamplingError(f"token ids must be a list of ints, got {type(prompt).__name__}")
-    ids = list(prompt)
-    bad = [t for t in ids if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer))]
-    if bad:
-        raise SamplingError(f"token ids must be ints, got {bad[0]!r} ({type(bad[0]).__name__})")
-    ids = [int(t) for t in ids]
-    if not ids:
-        raise SamplingError("the prompt is empty: give at least one token")
-    out = [t for t in ids if not 0 <= t < vocab_size]
-    if out:
-        raise SamplingError(f"token id {out[0]} is outside the vocabulary [0, {vocab_size})")
-    return ids
-
 # %% ../notebooks/14a_engine.ipynb #24627c63
 @patch
 def _read(self: Engine, batch: Batch, pending) -> tuple[np.ndarray, np.ndarray | None]:
@@ -356,7 +340,7 @@ def _read(self: Engine, batch: Batch, pending) -> tuple[np.ndarray, np.ndarray |
 @patch
 def logits(self: Engine, ids) -> np.ndarray:
     "float32 logits [len(ids), V] of every position of a fresh prefill (no cached prefix, none left)."
-    ids = _token_ids(ids, self.model.config.vocab_size)
+    ids = token_ids(ids, self.model.config.vocab_size)
     if len(ids) > self.model.n_ctx:
         raise ContextOverflowError(f"{len(ids)} tokens do not fit in the context of {self.model.n_ctx}")
     with self.lock:
@@ -503,7 +487,7 @@ def measure_decode(model, prompts, batch_size: int, new_tokens: int = 16) -> flo
     _check_batch(batch_size)
     if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__len__") or not len(prompts):
         raise SamplingError("prompts must be a non-empty list of prompts (str or token ids)")
-    ids = [_prompt_ids(model, prompts[i % len(prompts)]) for i in range(batch_size)]
+    ids = [model.encode(prompts[i % len(prompts)]) for i in range(batch_size)]
     eng = Engine(model, max_batch=batch_size, token_budget=max(512, sum(map(len, ids))))
     reqs = [eng.add(p, max_new_tokens=new_tokens, ignore_eos=True) for p in ids]
     while not all(r.n_generated for r in reqs):
@@ -519,16 +503,6 @@ def _sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty
                           repetition_penalty=repetition_penalty, seed=seed)
 
 
-def _prompt_ids(model, prompt) -> list[int]:
-    "A prompt as checked token ids: a str through the tokenizer, a list of ints as it is."
-    if isinstance(prompt, str):
-        if model.tokenizer is None:
-            raise ModelError("this model file has no tokenizer: pass the prompt as token ids")
-        return _token_ids(model.tokenizer.encode(prompt, special=True), model.config.vocab_size)
-    if prompt is None or isinstance(prompt, (bytes, bytearray)):
-        raise SamplingError(f"a prompt is a str or a list of token ids, got {type(prompt).__name__}")
-    return _token_ids(prompt, model.config.vocab_size)
-
 # %% ../notebooks/14a_engine.ipynb #d26a6c02
 def generate_batch(model, prompts, max_new_tokens: int = 64, stop=None,
                    ignore_eos: bool = False, **sampling) -> list[Generation]:
@@ -539,7 +513,7 @@ def generate_batch(model, prompts, max_new_tokens: int = 64, stop=None,
     stops = _stop_list(stop)
     if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__iter__"):
         raise SamplingError("prompts must be a list of prompts (str or token ids)")
-    ids = [_prompt_ids(model, p) for p in prompts]
+    ids = [model.encode(p) for p in prompts]
     eng = engine_of(model)
     for p in ids:
         eng.check(p, max_new_tokens)
@@ -567,7 +541,7 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
     if model.tokenizer is None:
         raise SamplingError("this model file has no tokenizer, so its tokens cannot be streamed as text")
     eng = engine_of(model)
-    req = eng.add(_prompt_ids(model, prompt), params, max_new_tokens, stops, ignore_eos)
+    req = eng.add(model.encode(prompt), params, max_new_tokens, stops, ignore_eos)
     dec, seen = model.tokenizer.stream_decoder(), 0
     try:
         while True:

@@ -16,7 +16,8 @@ import numpy as np
 from .errors import SamplingError
 
 # %% auto #0
-__all__ = ['SamplingParams', 'apply_repetition_penalty', 'top_k_mask', 'top_p_mask', 'min_p_mask', 'process_logits', 'sample']
+__all__ = ['SamplingParams', 'apply_repetition_penalty', 'top_k_mask', 'top_p_mask', 'min_p_mask', 'process_logits', 'sample',
+           'picker']
 
 # %% ../notebooks/14_sampling.ipynb #121a52eb
 def _check_real(name: str, value, lo: float, hi: float, lo_open=False, hi_open=False) -> float:
@@ -181,3 +182,13 @@ def sample(logits: np.ndarray, params: SamplingParams | list, rng=None, context=
         i = int(np.searchsorted(cum, rngs[b].random() * cum[-1], side="right"))
         out[b] = min(i, int(np.flatnonzero(np.isfinite(x))[-1]))  # guard against rounding at 1.0
     return int(out[0]) if logits.ndim == 1 else out
+
+# %% ../notebooks/14_sampling.ipynb #79d7a99d
+def picker(temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
+           seed: int | None = None):
+    """A token picker for chapter 08b's loop (`ContiguousModel.generate(prompt, pick=...)`): `sample`
+    with these parameters, checked here before any work, and one numpy Generator for the whole
+    call, seeded with `seed`."""
+    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+    rng = params.make_rng()
+    return lambda logits: int(sample(logits, params, rng))
