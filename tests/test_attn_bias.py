@@ -1,4 +1,4 @@
-"""Attention biases (issue 27): the broadcasting `add` in the graph, and chapter 13's CUDA lowering
+"""Attention biases (issue 27): the broadcasting `add` in the graph, and chapter 12a's CUDA lowering
 of a biased model, which must not fuse a bias add into a matmul's epilogue (it would add the bias
 [N] as if it were a residual [T, N]). The numbers are checked against HF in test_qwen3_hf.py, the
 op against numpy in test_op_contract.py and test_cuda_kernels.py."""
@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 import tffedu
-from tffedu import runner as R
+from tffedu import lowering as R
 from tffedu.errors import ShapeError
 from tffedu.graph import Graph
 from tffedu.models import create

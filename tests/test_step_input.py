@@ -11,7 +11,8 @@ import pytest
 from tffedu.errors import KVCacheError
 from tffedu.kvcache import KVCache
 from tffedu.errors import GraphError
-from tffedu.runner import STEP_KINDS, StepInput, bucket
+from tffedu.lowering import STEP_KINDS
+from tffedu.runner import StepInput, bucket
 
 
 TOKENS = {}   # sid -> its token ids: the owner's (a request's), not the cache's
@@ -73,7 +74,7 @@ def test_a_logits_step_has_no_last(cache):
 def test_the_record_is_the_graphs_inputs(cache):
     "StepInput's fields are the graph's inputs, for every kind of step (the runner loads one into the other)."
     from tffedu.kvcache import KVCache as _K
-    from tffedu.runner import PagedGraphs
+    from tffedu.lowering import PagedGraphs
     import tffedu.model
     model = tffedu.model.load(warm=False)           # the default model: its creator builds the graphs
     c = _K(model.config.n_layer, model.config.n_head_kv, model.config.head_dim, 8, 16, dtype=None)

@@ -10,27 +10,26 @@ is one forward pass; the engine (chapter 14a) schedules the steps and samples th
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
 from .errors import GraphError, KVCacheError
 from .factory import patch
-from .graph import Graph, Node, fuse, register_op
+from .graph import Node
 from .kvcache import KVCache
+from .lowering import STEP_KINDS, PagedGraphs, lower
 from .models import create
 from .runtime import ARENAS, Executor
-from .tensor import F16, F32, I8, I32, Tensor
+from .tensor import F16, F32, I32, Tensor
 
 # %% auto #0
-__all__ = ['STEP_KINDS', 'LOWERINGS', 'device_weights', 'PagedGraphs', 'lower', 'bucket', 'StepInput', 'ModelRunner', 'Pending',
-           'op_timeline', 'op_totals', 'op_bytes']
+__all__ = ['device_weights', 'bucket', 'StepInput', 'ModelRunner', 'Pending', 'op_timeline', 'op_totals', 'op_bytes']
 
 # %% ../notebooks/13_gpu_runtime.ipynb #27374d94
 _UPLOADED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -72,261 +71,6 @@ def device_weights(model) -> dict:
                   f"the CUDA kernels read {', '.join(GPU_WEIGHTS)}", file=sys.stderr)
         _UPLOADED[model] = out
         return out
-
-# %% ../notebooks/13_gpu_runtime.ipynb #9efe10ff
-STEP_KINDS = ("prefill", "decode", "logits")
-
-
-class PagedGraphs:
-    "Builds a model's graph for N tokens of B sequences whose attention reads the paged KV cache."
-
-    def __init__(self, creator, page_shape: tuple, page_dtype=F32):
-        self.creator, self.page_shape, self.page_dtype = creator, tuple(page_shape), page_dtype
-
-    def build(self, kind: str, N: int, B: int, max_pages: int) -> Graph:
-        if kind not in STEP_KINDS:
-            raise GraphError(f"a step is one of {STEP_KINDS}, not {kind!r}")
-        meta: dict[str, Node] = {}
-
-        def attend(g: Graph, q: Node, k: Node, v: Node, pos: Node, il: int) -> Node:
-            if not meta:   # the batch description: inputs shared by every layer
-                meta.update(slots=g.input("slots", (N,), I32),
-                            page_tables=g.input("page_tables", (B, max_pages), I32),
-                            seq_lens=g.input("seq_lens", (B,), I32),
-                            cu_seqlens=g.input("cu_seqlens", (B + 1,), I32))
-            kp = g.state(f"blk.{il}.k_pages", self.page_shape, self.page_dtype)
-            vp = g.state(f"blk.{il}.v_pages", self.page_shape, self.page_dtype)
-            return g.op("paged_attention_varlen", q, k, v, kp, vp, meta["slots"],
-                        meta["page_tables"], meta["seq_lens"], meta["cu_seqlens"], pos,
-                        decode=kind == "decode", name=f"blk.{il}.attn")
-
-        g = self.creator.build_graph(N, n_out=None if kind == "logits" else B, attend=attend)
-        if kind != "logits":
-            g.output(g.op("argmax", g["logits"], name="next_ids"))   # greedy: ids, not logits
-        g.name = f"{self.creator.cfg.arch}_{kind}_N{N}_B{B}_P{max_pages}"
-        return g
-
-# %% ../notebooks/13_gpu_runtime.ipynb #164c5c58
-def _fuse_qk_norm_rope(n: Node, users) -> Node | None:
-    if n.op != "rope":
-        return None
-    r, pos = n.inputs
-    if (r.kind == "op" and r.op == "rmsnorm" and len(r.inputs) == 2 and len(r.shape) == 3
-            and users[r] == [n]):
-        x, w = r.inputs
-        return replace(n, op="qk_norm_rope", inputs=(x, w, pos),
-                       attrs={"eps": r.attrs.get("eps", 1e-6), **n.attrs})
-    return None
-
-
-def _in_gemv(m: Node) -> bool:
-    "A matmul that runs chapter 11's GEMV v3 (Q8_0 weights, a few rows): it reads int8 activations."
-    from tffedu.ops.cuda_matmul import reads_packed_i8         # the op's own rule, not a copy of it
-    x, w = m.inputs[:2]
-    return reads_packed_i8(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1])
-
-
-def _fuses(m: Node) -> bool:
-    "A matmul whose own kernels can do the next op: GEMV v3's epilogue, or version 6's reduction."
-    from tffedu.ops.cuda_matmul import fuses_epilogue
-    x, w = m.inputs[:2]
-    return fuses_epilogue(w.dtype.name, int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1])
-
-
-def _fuse_gate_up(n: Node, users) -> Node | None:
-    "swiglu(matmul(h, wg), matmul(h, wu)) -> matmul_swiglu(h, wg, wu): one launch for the FFN's input half."
-    if n.op != "swiglu":
-        return None
-    g, u = n.inputs
-    if (all(m.kind == "op" and m.op == "matmul" and users[m] == [n] and _fuses(m) for m in (g, u))
-            and g.inputs[0] is u.inputs[0] and g.inputs[1].shape == u.inputs[1].shape):
-        return replace(n, op="matmul_swiglu", inputs=(g.inputs[0], g.inputs[1], u.inputs[1]), attrs={})
-    return None
-
-
-def _fuse_matmul_add(n: Node, users) -> Node | None:
-    "add(r, matmul(a, w)) -> matmul_add(a, w, r): the residual add in the GEMV's epilogue."
-    if n.op != "add":
-        return None
-    for r, m in (n.inputs, n.inputs[::-1]):
-        if (m.kind == "op" and m.op == "matmul" and users[m] == [n] and _fuses(m)
-                and tuple(m.shape) == tuple(r.shape) and r.dtype == F32):
-            a, w = m.inputs
-            return replace(n, op="matmul_add", inputs=(a, w, r), attrs={})
-    return None
-
-
-def _fuse_siblings(graph: Graph) -> Graph:
-    """matmuls of one input whose kernels can stream all their weights at once -> one `matmul_cat`
-    (planar output) and a `view` of it in place of each: q, k and v of a block in one launch."""
-    made: dict[Node, tuple] = {}                   # input -> (the matmul_cat, its parts in order)
-
-    def group(x: Node, users) -> list[Node]:
-        ms = [u for u in users[x] if u is not None and u.op == "matmul" and u.inputs[0] is x
-              and u.inputs[1].kind == "weight" and _fuses(u)]
-        return [m for m in ms if m.inputs[1].dtype == ms[0].inputs[1].dtype][:3]
-
-    def rule(n: Node, users) -> Node | None:
-        if n.op != "matmul":
-            return None
-        x = n.inputs[0]
-        if x not in made:
-            ms = group(x, users)
-            if len(ms) < 2:
-                return None
-            T = int(np.prod(x.shape[:-1], dtype=np.int64))
-            head = os.path.commonprefix([m.name for m in ms])
-            cat = Node("op", head + "".join(m.name[len(head):] for m in ms), (T * sum(m.shape[-1] for m in ms),),
-                       F32, "matmul_cat", (x, *(m.inputs[1] for m in ms)))
-            made[x] = cat, ms
-        cat, ms = made[x]
-        if n not in ms:
-            return None
-        off = sum(m.numel for m in ms[:ms.index(n)])
-        return Node("op", n.name, n.shape, n.dtype, "view", (cat,), {"shape": n.shape, "offset": off})
-    return fuse(graph, [rule])
-
-
-def _norm_feeds_gemvs(r: Node, users) -> bool:
-    "An rmsnorm [T, D] read only as the activations of GEMV-v3 matmuls (D % 32 == 0)."
-    return (r.kind == "op" and r.op == "rmsnorm" and len(r.inputs) == 2 and len(r.shape) == 2
-            and r.shape[-1] % 32 == 0 and r.inputs[0].dtype == F32 and bool(users[r])
-            and all(u is not None and u.op in ("matmul", "matmul_swiglu", "matmul_cat") and u.inputs[0] is r
-                    and r not in u.inputs[1:] and _in_gemv(u) for u in users[r]))
-
-
-def _fuse_norm_quant(n: Node, users) -> Node | None:
-    """rmsnorm -> rmsnorm_q8 (packed int8 activations, I8 [T, D + D/8]) where only GEMVs read it,
-    and their matmuls -> matmul_q8: q, k and v quantize the norm's output once, in the norm."""
-    if _norm_feeds_gemvs(n, users):
-        T, D = n.shape
-        return replace(n, op="rmsnorm_q8", shape=(T, D + D // 8), dtype=I8)
-    if n.op == "matmul" and _norm_feeds_gemvs(n.inputs[0], users):
-        return replace(n, op="matmul_q8")
-    return None
-
-
-def _packs_attention(a: Node, users) -> bool:
-    """A decode step's attention, flattened to [T, Hq*D] (D % 32 == 0) and read only by GEMVs that
-    take packed int8 activations (the o-projection's `matmul_add`)."""
-    if not (a.kind == "op" and a.op == "paged_attention_varlen" and a.attrs.get("decode")
-            and a.shape[-1] % 32 == 0 and len(users[a]) == 1):
-        return False
-    r = users[a][0]
-    return (r is not None and r.op == "reshape" and len(r.shape) == 2 and bool(users[r])
-            and all(u is not None and u.op in ("matmul_add", "matmul_swiglu", "matmul_cat") and u.inputs[0] is r
-                    and r not in u.inputs[1:] and _in_gemv(u) for u in users[r]))
-
-
-def _fuse_attn_quant(n: Node, users) -> Node | None:
-    """That attention -> `paged_attention_q8` (its last kernel writes the packed activations, I8
-    [T, K + K/8]) and its flattening -> a view of it: the GEMV's quantization kernel goes."""
-    a = n.inputs[0] if n.op == "reshape" else n
-    if not _packs_attention(a, users):
-        return None
-    T, K = users[a][0].shape
-    if n is a:
-        return replace(a, op="paged_attention_q8", shape=(T, K + K // 8), dtype=I8,
-                       attrs={k: v for k, v in a.attrs.items() if k != "decode"})
-    return Node("op", n.name, (T, K + K // 8), I8, "view", (a,), {"shape": (T, K + K // 8), "offset": 0})
-
-
-register_op("paged_attention_q8", None, (10, 10), side_effect=True)   # it stores the step's K/V too
-
-
-def _fuse_rope_pairs(graph: Graph) -> Graph:
-    """The q and k rotations of one block (`qk_norm_rope` of two parts of one `matmul_cat`, at the
-    same positions) -> one `qk_norm_rope_pair` launch (q's rows, then k's) read through a `view` in
-    place of each: a decode block runs one kernel fewer."""
-    made: dict[Node, tuple | None] = {}            # matmul_cat -> (the pair, its two ropes) or None
-
-    def cat_of(x: Node) -> Node | None:            # the matmul_cat that x is a part of
-        while x.kind == "op" and x.op in ("view", "reshape"):
-            x = x.inputs[0]
-        return x if x.kind == "op" and x.op == "matmul_cat" else None
-
-    def offset(x: Node) -> int:                    # where in it (q's rows come first)
-        return x.attrs.get("offset", 0) + offset(x.inputs[0]) if x.op in ("view", "reshape") else 0
-
-    def ropes_of(cat: Node, users) -> list[Node]:
-        seen, todo, out = set(), [cat], []
-        while todo:
-            for u in users[todo.pop()]:
-                if u is None or id(u) in seen:
-                    continue
-                seen.add(id(u))
-                if u.op in ("view", "reshape"):
-                    todo.append(u)
-                elif u.op == "qk_norm_rope" and cat_of(u.inputs[0]) is cat:
-                    out.append(u)
-        return out
-
-    def rule(n: Node, users) -> Node | None:
-        if n.op != "qk_norm_rope" or (cat := cat_of(n.inputs[0])) is None:
-            return None
-        if cat not in made:
-            ropes = ropes_of(cat, users)
-            if (len(ropes) != 2 or ropes[0].attrs != ropes[1].attrs or ropes[0].inputs[2] is not ropes[1].inputs[2]
-                    or ropes[0].shape[0] != ropes[1].shape[0] or ropes[0].shape[2] != ropes[1].shape[2]):
-                made[cat] = None
-            else:
-                q, k = sorted(ropes, key=lambda r: offset(r.inputs[0]))
-                head = os.path.commonprefix([q.name, k.name])
-                pair = Node("op", head + "qk_rope", (q.numel + k.numel,), F32, "qk_norm_rope_pair",
-                            (q.inputs[0], k.inputs[0], q.inputs[1], k.inputs[1], q.inputs[2]), dict(q.attrs))
-                made[cat] = pair, (q, k)
-        if made[cat] is None:
-            return None
-        pair, (q, k) = made[cat]
-        off = 0 if n is q else q.numel
-        return Node("op", n.name, n.shape, n.dtype, "view", (pair,), {"shape": n.shape, "offset": off})
-    return fuse(graph, [rule])
-
-
-def _stores_for(pair: Node, users) -> Node | None:
-    """The packed decode attention that reads this rope pair's q part as its q and its k part as its k,
-    and is the k part's only reader: the pair can store that attention's K/V itself."""
-    views = sorted((u for u in users[pair] if u is not None and u.op == "view"), key=lambda u: u.attrs["offset"])
-    if len(views) != 2 or len(users[pair]) != 2:
-        return None
-    q, k = views
-    atts = users[k]
-    a = atts[0] if len(atts) == 1 else None
-    if (a is not None and a.op == "paged_attention_q8" and not a.attrs.get("stored")
-            and a.inputs[0] is q and a.inputs[1] is k):
-        return a
-    return None
-
-
-def _fuse_kv_store(n: Node, users) -> Node | None:
-    """A rope pair and the attention after it -> `qk_norm_rope_store` (the pair, and kv_store's writes
-    of the rotated k and of v into the pages) and that attention with `stored=True`: the decode block's
-    K/V store is no kernel of its own any more."""
-    if n.op == "qk_norm_rope_pair" and (a := _stores_for(n, users)) is not None:
-        q, k, wq, wk, pos = n.inputs
-        v, kp, vp, slots = a.inputs[2:6]
-        return replace(n, op="qk_norm_rope_store", inputs=(q, k, v, wq, wk, pos, kp, vp, slots))
-    if n.op == "paged_attention_q8" and not n.attrs.get("stored"):
-        pair = n.inputs[1].inputs[0] if n.inputs[1].op == "view" else None
-        if pair is not None and pair.op == "qk_norm_rope_pair" and _stores_for(pair, users) is n:
-            return replace(n, attrs={**n.attrs, "stored": True})
-    return None
-
-
-register_op("qk_norm_rope_store", None, (9, 9), side_effect=True)   # it writes the pages too
-
-
-# backend -> passes, each a list of fusion rules or a function of the graph (a pass sees the graph
-# the previous one made)
-LOWERINGS = {"cpu": [], "cuda": [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], _fuse_siblings,
-                                 [_fuse_norm_quant, _fuse_attn_quant], _fuse_rope_pairs, [_fuse_kv_store]]}
-
-
-def lower(graph: Graph, backend: str) -> Graph:
-    "The graph with the backend's fusion passes applied (the same graph when it has none)."
-    for rules in LOWERINGS.get(backend, []):
-        graph = rules(graph) if callable(rules) else fuse(graph, rules)
-    return graph
 
 # %% ../notebooks/13_gpu_runtime.ipynb #f32a294f
 def bucket(n: int) -> int:
