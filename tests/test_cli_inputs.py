@@ -89,6 +89,7 @@ SUBCOMMANDS = {
     "chat": lambda m: ["chat", "-m", m, "-n", "2"],
     "inspect": lambda m: ["inspect", m],
     "bench": lambda m: ["bench", "-m", m, "-p", "4", "-n", "2"],
+    "serve": lambda m: ["serve", "-m", m, "--port", "0"],     # fails while loading: never listens
 }
 
 
@@ -122,6 +123,8 @@ BAD_FLAGS = {
     "chat": [["-n", "0"], ["--temp", "nan"], ["--seed", "x"], ["--device", "tpu"], ["--think", "x"]],
     "bench": [["-p", "x"], ["-n", "-1"], ["--device", "tpu"]],
     "inspect": [["a", "b"], ["--nope"]],
+    "serve": [["--port", "70000"], ["--port", "x"], ["--port", "-1"], ["--max-batch", "0"],
+              ["--max-queue", "-1"], ["--kv-tokens", "0"], ["--n-ctx", "0"], ["--device", "tpu"]],
 }
 
 

@@ -9,6 +9,7 @@ import tffedu.runtime
 import tffedu.model
 from tffedu.engine import Engine, engine_of, generate_batch, stream
 from tffedu.errors import ContextOverflowError, EngineError, SamplingError
+from tffedu.sampling import SamplingParams
 from hf_models import SamplingLoop, hf_logits, rel_err, tiny_qwen3, write_gguf
 
 
@@ -389,7 +390,6 @@ def test_overlap_gives_the_same_tokens(model, seed):
 
 def test_overlap_only_for_greedy_decode_steps(model):
     "Sampling needs the logits of the step before: no step is queued ahead while a request samples."
-    from tffedu.sampling import SamplingParams
     eng = Engine(model, overlap=True)
     eng.add([1, 2, 3], params=SamplingParams(temperature=0.7, seed=1), max_new_tokens=12)
     eng.add([4, 5, 6], max_new_tokens=12)
@@ -459,3 +459,32 @@ def test_a_failing_step_names_its_methods(model, monkeypatch):
         eng.step()                                        # a decode step
     frames = [f.f_code.co_qualname for f, _ in traceback.walk_tb(failed.value.__traceback__)]
     assert "Engine.step" in frames and "ModelRunner.launch" in frames, frames
+
+
+def test_logprobs_are_the_log_softmax_of_hf_logits(model):
+    """A request with top_logprobs=k records, for every new token, log p(token) and the k likeliest
+    under softmax of the logits (torch's log_softmax of HF's logits along the same tokens); asking
+    changes none of the tokens, greedy or sampled."""
+    import torch
+    rng = np.random.default_rng(3)
+    prompt = prompts_of(model, 1, rng, 9, 10)[0]
+    for params in (SamplingParams(), SamplingParams(temperature=0.9, seed=4)):
+        eng = Engine(model)
+        plain, asked = eng.add(prompt, params, 6, ignore_eos=True), eng.add(prompt, params, 6, ignore_eos=True, top_logprobs=3)
+        eng.run()
+        assert asked.tokens == plain.tokens and len(asked.logprobs) == 6 and plain.logprobs == []
+        ref = torch.log_softmax(torch.tensor(hf_logits(model.hf, prompt + asked.tokens), dtype=torch.float64), -1)
+        for i, (lp, top) in enumerate(asked.logprobs):
+            row = ref[len(prompt) - 1 + i]
+            assert lp == pytest.approx(float(row[asked.tokens[i]]), abs=1e-4)
+            want = torch.topk(row, 3)
+            assert [t for t, _ in top] == want.indices.tolist()
+            assert [v for _, v in top] == pytest.approx(want.values.tolist(), abs=1e-4)
+
+
+@pytest.mark.parametrize("k", [-1, 21, 1.5, True, "3"])
+def test_bad_top_logprobs_is_a_sampling_error(model, k):
+    eng = Engine(model)
+    with pytest.raises(SamplingError, match="top_logprobs"):
+        eng.add([1, 2, 3], top_logprobs=k)
+    assert not eng.busy

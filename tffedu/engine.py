@@ -26,8 +26,8 @@ from .runner import ModelRunner, Pending, StepInput
 from .sampling import SamplingParams, sample
 
 # %% auto #0
-__all__ = ['MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'Request', 'Batch', 'Scheduler', 'Engine', 'engine_of', 'measure_decode',
-           'generate_batch', 'stream', 'Model', 'load']
+__all__ = ['MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS', 'Request', 'Batch', 'Scheduler', 'Engine', 'token_logprobs',
+           'engine_of', 'measure_decode', 'generate_batch', 'stream', 'Model', 'load']
 
 # %% ../notebooks/14a_engine.ipynb #f020a385
 @dataclass(eq=False)
@@ -45,6 +45,8 @@ class Request:
     n_chunks: int = 0                                 # prefill chunks its prompt took (1: one step)
     finish_reason: str | None = None                  # "eos" | "length" | "stop" | "cancelled"
     rng: np.random.Generator | None = None
+    top_logprobs: int | None = None                   # None: no logprobs; k: each token's and the k likeliest
+    logprobs: list = field(default_factory=list)      # per new token: (logprob, [(id, logprob), ...k])
     t_add: float = 0.0                                # when it was added, got its first token, ended
     t_first: float = 0.0
     t_done: float = 0.0
@@ -195,7 +197,7 @@ def schedule(self: Scheduler) -> Batch | None:
         return None
     kind = self.decode_kind if all(n == 1 for n in batch.chunks) else "prefill"
     ids = [t for r, s, n in zip(batch.reqs, batch.starts, batch.chunks) for t in r.ids[s:s + n]]
-    logits = any(s and not _greedy(r.params) for r, s in zip(batch.reqs, batch.samples))
+    logits = any(s and not _argmax_only(r) for r, s in zip(batch.reqs, batch.samples))
     batch.input = StepInput.build(self.cache, kind, [r.sid for r in batch.reqs], batch.starts,
                                   batch.chunks, ids, logits=logits)
     return batch
@@ -208,7 +210,7 @@ def schedule_ahead(self: Scheduler, batch: Batch) -> Batch | None:
     now. Only where nothing can change the batch but an end of text: a decode step of greedy
     requests, none ending by length, nobody waiting, pages for everyone. None otherwise."""
     if (batch.kind != "decode" or self.waiting
-            or any(r.done or not _greedy(r.params) or r.n_generated + 2 > r.max_new_tokens for r in batch.reqs)
+            or any(r.done or not _argmax_only(r) or r.n_generated + 2 > r.max_new_tokens for r in batch.reqs)
             or sum(self.cache.extend_cost(r.sid) for r in batch.reqs) > self.cache.n_free_pages):
         return None
     nxt = Batch()
@@ -220,13 +222,16 @@ def schedule_ahead(self: Scheduler, batch: Batch) -> Batch | None:
     return nxt
 
 
-def _greedy(p: SamplingParams) -> bool:
-    "The graph's argmax is this request's token: greedy, and no penalty changes the logits."
-    return p.greedy and p.repetition_penalty == 1.0
+def _argmax_only(req: Request) -> bool:
+    """The graph's argmax is all this request needs: greedy, no penalty changes the logits, and no
+    logprobs are asked for — its logits need not come back to the host."""
+    p = req.params
+    return p.greedy and p.repetition_penalty == 1.0 and req.top_logprobs is None
 
 # %% ../notebooks/14a_engine.ipynb #ea00a333
 MAX_CACHE_TOKENS = 1 << 24   # pages x page size: 16M tokens, far past any GPU's memory for K/V
 HISTORY_STEPS = 10_000       # steps `Engine.history` keeps (the latest)
+MAX_TOP_LOGPROBS = 20        # alternatives per token a request may ask for (OpenAI's limit)
 
 
 class Engine:
@@ -299,17 +304,24 @@ def check(self: Engine, prompt: list[int], max_new_tokens: int) -> None:
 
 @patch
 def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
-        max_new_tokens: int = 64, stops=(), ignore_eos: bool = False) -> Request:
-    "Queue a request (prompt as token ids); it joins the batch at a later step."
+        max_new_tokens: int = 64, stops=(), ignore_eos: bool = False,
+        top_logprobs: int | None = None) -> Request:
+    """Queue a request (prompt as token ids); it joins the batch at a later step. top_logprobs=k
+    (k >= 0) records every new token's logprob and the k likeliest in `req.logprobs`."""
     params = params or SamplingParams()
     if not isinstance(params, SamplingParams):
         raise SamplingError(f"params must be SamplingParams, got {type(params).__name__}")
     prompt = token_ids(prompt, self.model.config.vocab_size)
     _check_max_new(max_new_tokens, minimum=1)
+    if top_logprobs is not None and (isinstance(top_logprobs, (bool, np.bool_)) or not isinstance(
+            top_logprobs, (int, np.integer)) or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS):
+        raise SamplingError(f"top_logprobs must be None or an integer in [0, {MAX_TOP_LOGPROBS}], "
+                            f"got {top_logprobs!r}")
     self.check(prompt, max_new_tokens)
     with self.lock:
         req = Request(self._next_sid, prompt, len(prompt), params, int(max_new_tokens), list(stops),
-                      ignore_eos, rng=params.make_rng(), t_add=time.perf_counter())
+                      ignore_eos, rng=params.make_rng(), t_add=time.perf_counter(),
+                      top_logprobs=None if top_logprobs is None else int(top_logprobs))
         self._next_sid += 1
         self.scheduler.add(req)
     return req
@@ -375,10 +387,12 @@ def step(self: Engine) -> list[tuple[Request, int]]:
         for b, req in enumerate(batch.reqs):
             if not samples[b]:
                 continue                       # a chunk short of its prompt's end: no token yet
-            if _greedy(req.params):
-                tok = int(ids[b])              # the graph's argmax: no logits came back
+            if req.params.greedy and req.params.repetition_penalty == 1.0:
+                tok = int(ids[b])              # the graph's argmax
             else:
                 tok = int(sample(logits[b], req.params, req.rng, context=req.ids))
+            if req.top_logprobs is not None:
+                req.logprobs.append(token_logprobs(logits[b], tok, req.top_logprobs))
             req.ids.append(tok)                # the one place it is kept
             req.t_first = req.t_first or now
             out.append((req, tok))
@@ -448,6 +462,16 @@ def run(self: Engine) -> None:
     "Step until every request is done."
     while self.busy:
         self.step()
+
+
+def token_logprobs(logits: np.ndarray, tok: int, k: int) -> tuple[float, list[tuple[int, float]]]:
+    """(log p(tok), the k likeliest [(id, log p)] best first) under softmax(logits): the model's own
+    distribution, before temperature or filters (as OpenAI and vLLM report them)."""
+    x = np.asarray(logits, np.float64)
+    lse = x.max() + np.log(np.exp(x - x.max()).sum())
+    top = np.argpartition(-x, k)[:k] if 0 < k < len(x) else np.arange(len(x) if k else 0)
+    top = top[np.argsort(-x[top], kind="stable")]
+    return float(x[tok] - lse), [(int(i), float(x[i] - lse)) for i in top]
 
 
 def _stopped(model, req: Request) -> bool:

@@ -7,7 +7,7 @@ catch one base class, or a narrow one, and the message always says what was wron
 __all__ = ["TffeduError", "RegistryError", "DeviceError", "AllocationError", "ShapeError",
            "GGUFError", "SafetensorsError", "ConfigError", "ModelError", "TokenizerError",
            "NoTokenizerError", "ModelCacheError", "GraphError", "PlannerError", "KVCacheError",
-           "SamplingError", "ContextOverflowError", "EngineError"]
+           "SamplingError", "ContextOverflowError", "EngineError", "RequestError"]
 
 
 class TffeduError(Exception):
@@ -88,3 +88,13 @@ class ContextOverflowError(TffeduError, ValueError):
 
 class EngineError(TffeduError, ValueError):
     "Engine options that cannot work (batch size, token budget, page size, number of pages)."
+
+
+class RequestError(TffeduError, ValueError):
+    """An HTTP request `tffedu serve` cannot take: `status` (4xx or 503), the body field it is about
+    (`param`) and an OpenAI error `code`; the message is what the client reads."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400,
+                 code: str | None = None):
+        super().__init__(message)
+        self.param, self.status, self.code = param, status, code

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# `tffedu serve` against llama-server on the same GPU, the same file and the same load, one after the
+# other in one go, on a Linux machine with an NVIDIA GPU, its driver, the CUDA toolkit and CMake,
+# from a clone of the repository:
+#
+#     bash benchmarks/race_serve.sh --llama-cpp PATH [--out DIR]
+#
+# PATH (or LLAMA_CPP=PATH) is llama.cpp's source, a folder or a .tar.gz/.tar.xz of one, as for
+# benchmarks/race_llamacpp.sh; llama-server is built from it (CUDA, API only) while a random-weight
+# Qwen3-8B Q8_0 file is written (benchmarks/make_gguf.py, MODEL=qwen3-8b). Each server in turn is
+# started on 127.0.0.1, loaded by benchmarks/bench_serve.py (CONCURRENCY="1 8 32 64" clients,
+# PROMPT_WORDS=128-word prompts, MAX_TOKENS=128 new tokens, ignore_eos, greedy) and stopped:
+#   llama-server -np $SLOTS -fa on -c $((SLOTS * SLOT_CTX))          (SLOTS=64, SLOT_CTX=512)
+#   tffedu serve --device cuda --max-batch $SLOTS --kv-tokens $((SLOTS * SLOT_CTX))
+# Results in --out DIR (default benchmarks/results/serve-YYYYMMDD-HHMMSS): serve.json (a row per
+# server and load: TTFT, ITL and end-to-end p50/p99, output tokens/s), serve.md (the two side by
+# side, with ratios), serve.png (latency against throughput), and the servers' logs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+T_START=$(date +%s)
+LLAMA_CPP=${LLAMA_CPP:-}
+OUT_DIR=benchmarks/results/serve-$(date +%Y%m%d-%H%M%S)
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --llama-cpp) LLAMA_CPP=${2:?--llama-cpp needs a folder or a tarball}; shift 2 ;;
+        --out) OUT_DIR=${2:?--out needs a folder}; shift 2 ;;
+        *) echo "usage: bash benchmarks/race_serve.sh --llama-cpp PATH [--out DIR]"; exit 2 ;;
+    esac
+done
+[ -n "$LLAMA_CPP" ] || { echo "race_serve: give llama.cpp's source: --llama-cpp FOLDER|TARBALL"; exit 2; }
+[ -e "$LLAMA_CPP" ] || { echo "race_serve: $LLAMA_CPP: no such folder or file"; exit 2; }
+MODEL=${MODEL:-qwen3-8b}
+CONCURRENCY=${CONCURRENCY:-"1 8 32 64"}
+PROMPT_WORDS=${PROMPT_WORDS:-128}
+MAX_TOKENS=${MAX_TOKENS:-128}
+SLOTS=${SLOTS:-64}
+SLOT_CTX=${SLOT_CTX:-512}
+# shellcheck source=tools/gpu_packages.sh
+. tools/gpu_packages.sh
+gpu_packages fastapi=fastapi uvicorn=uvicorn prometheus_client=prometheus-client httpx=httpx \
+    matplotlib=matplotlib || exit 1
+command -v cmake >/dev/null || { echo "race_serve: cmake is needed to build llama.cpp"; exit 1; }
+export PYTHONUNBUFFERED=1
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-serve.XXXXXX")
+mkdir -p "$OUT_DIR"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT_DIR/gpu.txt"
+ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
+
+"$PYTHON" benchmarks/make_gguf.py "$MODEL" "$WORK/model.gguf" > "$OUT_DIR/make_gguf.log" 2>&1 &
+gen=$!
+if [ -d "$LLAMA_CPP" ]; then SRC=$LLAMA_CPP; BUILD=$LLAMA_CPP/build
+else
+    mkdir -p "$WORK/src" && tar xf "$LLAMA_CPP" -C "$WORK/src" || { echo "race_serve: cannot unpack $LLAMA_CPP"; exit 1; }
+    top=$(find "$WORK/src" -maxdepth 2 -name CMakeLists.txt | awk '{ print length($0), $0 }' | sort -n | head -1 | cut -d' ' -f2-)
+    [ -n "$top" ] || { echo "race_serve: $LLAMA_CPP holds no CMakeLists.txt"; exit 1; }
+    SRC=$(dirname "$top"); BUILD=$WORK/build
+fi
+t0=$(date +%s)
+cmake -S "$SRC" -B "$BUILD" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ARCH:-90}" -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+    -DCMAKE_BUILD_TYPE=Release > "$OUT_DIR/llama_build.log" 2>&1 \
+    && cmake --build "$BUILD" -j"$(nproc)" --target llama-server >> "$OUT_DIR/llama_build.log" 2>&1 \
+    || { tail -20 "$OUT_DIR/llama_build.log"; exit 1; }
+echo "llama-server built in $(( $(date +%s) - t0 )) s"
+wait $gen || { tail -5 "$OUT_DIR/make_gguf.log"; exit 1; }
+
+up() {  # wait for GET $1/health to answer 200 (at most $2 s) while process $3 lives
+    local i
+    for i in $(seq "$2"); do
+        kill -0 "$3" 2>/dev/null || return 1
+        "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/health', timeout=2)" \
+            "$1" 2>/dev/null && return 0
+        sleep 1
+    done
+    return 1
+}
+
+load() {  # run the load generator against $1, rows labelled $2
+    # shellcheck disable=SC2086
+    "$PYTHON" benchmarks/bench_serve.py --url "$1" --label "$2" --concurrency $CONCURRENCY \
+        --prompt-tokens "$PROMPT_WORDS" --max-tokens "$MAX_TOKENS" --ignore-eos --json "$OUT_DIR/serve.json"
+}
+
+rm -f "$OUT_DIR/serve.json"
+"$BUILD/bin/llama-server" -m "$WORK/model.gguf" -ngl 99 -fa on -np "$SLOTS" -c $(( SLOTS * SLOT_CTX )) \
+    --host 127.0.0.1 --port 8091 > "$OUT_DIR/llama_server.log" 2>&1 &
+srv=$!
+if up http://127.0.0.1:8091 300 $srv; then load http://127.0.0.1:8091 llama-server
+else echo "race_serve: llama-server did not come up"; tail -20 "$OUT_DIR/llama_server.log"; fi
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+
+"$PYTHON" -m tffedu.cli serve -m "$WORK/model.gguf" --device cuda --max-batch "$SLOTS" \
+    --kv-tokens $(( SLOTS * SLOT_CTX )) --port 8092 > "$OUT_DIR/tffedu_serve.log" 2>&1 &
+srv=$!
+if up http://127.0.0.1:8092 300 $srv; then load http://127.0.0.1:8092 tffedu
+else echo "race_serve: tffedu serve did not come up"; tail -20 "$OUT_DIR/tffedu_serve.log"; fi
+kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
+
+"$PYTHON" - "$OUT_DIR" <<'EOF' | tee "$OUT_DIR/serve.md"
+import json, sys
+sys.path.insert(0, "benchmarks")
+from bench_serve import plot
+out = sys.argv[1]
+rows = json.load(open(f"{out}/serve.json"))
+plot(rows, f"{out}/serve.png")
+by = {(r["label"], r["load"]): r for r in rows}
+print("| load | llama-server tok/s | tffedu tok/s | ratio | TTFT p50 ms (llama / tffedu) | ITL p50 ms (llama / tffedu) |")
+print("| --- | ---: | ---: | ---: | --- | --- |")
+for load in dict.fromkeys(r["load"] for r in rows):
+    a, b = by.get(("llama-server", load)), by.get(("tffedu", load))
+    if a and b:
+        print(f"| {load} | {a['output_tokens_per_s']:.0f} | {b['output_tokens_per_s']:.0f} | "
+              f"{b['output_tokens_per_s'] / a['output_tokens_per_s']:.2f}x | {a['ttft_p50_ms']:.0f} / "
+              f"{b['ttft_p50_ms']:.0f} | {a['itl_p50_ms']:.2f} / {b['itl_p50_ms']:.2f} |")
+EOF
+rm -rf "$WORK"
+echo "race_serve: $(( $(date +%s) - T_START )) s in all; results in $OUT_DIR"

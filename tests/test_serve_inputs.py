@@ -1,0 +1,242 @@
+"""`tffedu serve` against hostile and odd requests: every malformed body in a table gets a 4xx
+OpenAI-style error JSON (never a 500, a hang or a dead server); a full queue answers 503 with
+Retry-After; `tffedu serve` itself starts from the command line and stops cleanly on SIGINT/SIGTERM
+with a stream in flight. Servers listen on 127.0.0.1 and stop with the tests (or by `timeout`)."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tffedu.assets import default_model_path
+from tffedu.engine import load
+from tffedu.serve import TextStream
+from test_serve import engine, wait_until_empty
+
+pytestmark = pytest.mark.slow
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+LONG = "word " * 9000                      # more tokens than the context of 8192
+MSG = [{"role": "user", "content": "Hi"}]
+
+# (path, body: a dict sent as JSON, or bytes sent as they are, status, param or None)
+BAD = [
+    ("/v1/completions", b"{bad json", 400, None),
+    ("/v1/completions", b"", 400, None),
+    ("/v1/completions", b"\xff\xfe\x00", 400, None),
+    ("/v1/completions", b"[1, 2, 3]", 400, None),
+    ("/v1/completions", b'{"prompt": "x", "temperature": NaN}', 400, None),
+    ("/v1/completions", b'{"prompt": "x", "max_tokens": Infinity}', 400, None),
+    ("/v1/completions", b"[" * 100000 + b"]" * 100000, 400, None),
+    ("/v1/completions", {}, 400, "prompt"),
+    ("/v1/completions", {"prompt": None}, 400, "prompt"),
+    ("/v1/completions", {"prompt": 42}, 400, "prompt"),
+    ("/v1/completions", {"prompt": []}, 400, "prompt"),
+    ("/v1/completions", {"prompt": [[]]}, 400, "prompt"),
+    ("/v1/completions", {"prompt": [1, "a"]}, 400, "prompt"),
+    ("/v1/completions", {"prompt": [1, 10**9]}, 400, "prompt"),
+    ("/v1/completions", {"prompt": [-1]}, 400, "prompt"),
+    ("/v1/completions", {"prompt": [True, False]}, 400, "prompt"),
+    ("/v1/completions", {"prompt": [1.5]}, 400, "prompt"),
+    ("/v1/completions", {"prompt": ["a"] * 65}, 400, "prompt"),
+    ("/v1/completions", {"prompt": LONG}, 400, "prompt"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": -5}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": "10"}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 10**12}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 1.5}, 400, "max_tokens"),
+    ("/v1/completions", {"prompt": "x", "temperature": -1}, 400, "temperature"),
+    ("/v1/completions", {"prompt": "x", "temperature": 5}, 400, "temperature"),
+    ("/v1/completions", {"prompt": "x", "temperature": "hot"}, 400, "temperature"),
+    ("/v1/completions", {"prompt": "x", "top_p": 1.5}, 400, "top_p"),
+    ("/v1/completions", {"prompt": "x", "top_p": 0}, 400, None),
+    ("/v1/completions", {"prompt": "x", "top_k": -1}, 400, "top_k"),
+    ("/v1/completions", {"prompt": "x", "min_p": 2}, 400, "min_p"),
+    ("/v1/completions", {"prompt": "x", "repetition_penalty": 0}, 400, None),
+    ("/v1/completions", {"prompt": "x", "seed": -1}, 400, "seed"),
+    ("/v1/completions", {"prompt": "x", "seed": 2**64}, 400, "seed"),
+    ("/v1/completions", {"prompt": "x", "seed": "abc"}, 400, "seed"),
+    ("/v1/completions", {"prompt": "x", "n": 0}, 400, "n"),
+    ("/v1/completions", {"prompt": "x", "n": 1000}, 400, "n"),
+    ("/v1/completions", {"prompt": ["a", "b"], "n": 40}, 400, "n"),
+    ("/v1/completions", {"prompt": "x", "stop": ""}, 400, "stop"),
+    ("/v1/completions", {"prompt": "x", "stop": 5}, 400, "stop"),
+    ("/v1/completions", {"prompt": "x", "stop": ["a"] * 17}, 400, "stop"),
+    ("/v1/completions", {"prompt": "x", "stream": "yes"}, 400, "stream"),
+    ("/v1/completions", {"prompt": "x", "stream": True, "stream_options": 3}, 400, "stream_options"),
+    ("/v1/completions", {"prompt": "x", "logprobs": 21}, 400, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "logprobs": True}, 400, "logprobs"),
+    ("/v1/completions", {"prompt": "x", "echo": True}, 400, "echo"),
+    ("/v1/completions", {"prompt": "x", "presence_penalty": 1.0}, 400, "presence_penalty"),
+    ("/v1/completions", {"prompt": "x", "logit_bias": {"1": 5}}, 400, "logit_bias"),
+    ("/v1/completions", {"prompt": "x", "ignore_eos": 1}, 400, "ignore_eos"),
+    ("/v1/chat/completions", {}, 400, "messages"),
+    ("/v1/chat/completions", {"messages": []}, 400, "messages"),
+    ("/v1/chat/completions", {"messages": "hi"}, 400, "messages"),
+    ("/v1/chat/completions", {"messages": [1]}, 400, "messages[0]"),
+    ("/v1/chat/completions", {"messages": [{"content": "hi"}]}, 400, "messages[0]"),
+    ("/v1/chat/completions", {"messages": [{"role": "wizard", "content": "hi"}]}, 400, "messages[0]"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, 400, "messages[0]"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "messages[0]"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": LONG}]}, 400, "messages"),
+    ("/v1/chat/completions", {"messages": MSG, "max_completion_tokens": 0}, 400, "max_completion_tokens"),
+    ("/v1/chat/completions", {"messages": MSG, "max_tokens": 9000}, 400, "max_tokens"),
+    ("/v1/chat/completions", {"messages": MSG, "top_logprobs": 2}, 400, "top_logprobs"),
+    ("/v1/chat/completions", {"messages": MSG, "logprobs": True, "top_logprobs": 50}, 400, "top_logprobs"),
+    ("/v1/chat/completions", {"messages": MSG, "logprobs": 3}, 400, "logprobs"),
+    ("/v1/chat/completions", {"messages": MSG, "chat_template_kwargs": [1]}, 400, "chat_template_kwargs"),
+    ("/v1/chat/completions", {"messages": MSG, "chat_template_kwargs": {"messages": []}}, 400, "chat_template_kwargs"),
+    ("/v1/chat/completions", {"messages": MSG, "tools": [{"type": "function"}]}, 400, "tools"),
+    ("/v1/chat/completions", {"messages": MSG, "response_format": {"type": "json_object"}}, 400, "response_format"),
+]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return load(default_model_path(quiet=True))
+
+
+@pytest.fixture(scope="module")
+def server(model):
+    from tffedu.serve import ServerThread, make_app
+    with ServerThread(make_app(model, max_batch=8)) as s:
+        yield s
+
+
+def test_the_table_is_large():
+    assert len(BAD) >= 30
+
+
+@pytest.mark.parametrize("path, body, status, param", BAD, ids=range(len(BAD)))
+def test_malformed_request_is_a_4xx_error_json(server, path, body, status, param):
+    kw = {"content": body, "headers": {"Content-Type": "application/json"}} if isinstance(body, bytes) else {"json": body}
+    r = httpx.post(server.url + path, timeout=60, **kw)
+    assert r.status_code == status, r.text[:300]
+    err = r.json()["error"]
+    assert isinstance(err["message"], str) and err["message"] and err["type"] == "invalid_request_error"
+    assert param is None or err["param"] == param, err
+
+
+def test_the_server_stays_up_and_empty_after_the_table(server):
+    for path, body, _, _ in BAD[:10]:
+        kw = {"content": body} if isinstance(body, bytes) else {"json": body}
+        httpx.post(server.url + path, timeout=60, **kw)
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "Hello", "max_tokens": 3, "temperature": 0})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+    assert wait_until_empty(engine(server))
+
+
+@pytest.mark.parametrize("method, path, status", [("GET", "/nope", 404), ("GET", "/v1/completions", 405),
+                                                  ("DELETE", "/v1/models", 405), ("POST", "/health", 405)])
+def test_unknown_paths_and_methods(server, method, path, status):
+    r = httpx.request(method, server.url + path)
+    assert r.status_code == status and r.json()["error"]["message"]
+
+
+def test_a_body_too_large_is_413(server):
+    r = httpx.post(server.url + "/v1/completions", content=b" " * (9 << 20))
+    assert r.status_code == 413 and "bytes" in r.json()["error"]["message"]
+
+
+def test_context_overflow_names_the_code(server):
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "x", "max_tokens": 8192})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_a_full_queue_answers_503_with_retry_after(model):
+    from tffedu.serve import ServerThread, make_app
+    with ServerThread(make_app(model, max_batch=1, max_queue=1)) as s:
+        loop = s.app.state.service.loop
+        long = {"prompt": "Count:", "max_tokens": 400, "ignore_eos": True, "temperature": 0}
+        with httpx.stream("POST", s.url + "/v1/completions", json={**long, "stream": True}, timeout=60) as a:
+            lines = a.iter_lines()                                 # (kept: dropping it closes the stream)
+            next(lines)                                            # A runs (max_batch=1) ...
+            waiter = threading.Thread(target=httpx.post, args=(s.url + "/v1/completions",),
+                                      kwargs={"json": {**long, "max_tokens": 2}, "timeout": 120})
+            waiter.start()                                         # ... B waits behind it ...
+            t0 = time.time()
+            while loop.n_waiting < 1 and time.time() - t0 < 30:
+                time.sleep(0.01)
+            r = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2})   # ... C is refused
+            assert r.status_code == 503 and r.headers["Retry-After"] == "1", r.text
+            assert r.json()["error"]["code"] == "queue_full"
+        waiter.join(120)
+        r = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2, "n": 2})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "n"      # could never be queued
+        ok = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2, "temperature": 0})
+        assert ok.status_code == 200
+
+
+# --- the text a choice shows: stop strings held back, then cut -----------------------------------
+@pytest.fixture(scope="module")
+def tok(model):
+    return model.tokenizer
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_text_stream_equals_the_whole_text_cut_at_the_first_stop(tok, seed):
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ids = tok.encode("Hello, world! Ünïcödé ✓ — 日本語 and spaces:  1, 2, 3.\nNext line; done.")
+    ids = ids + rng.integers(0, len(tok.tokens), 5).tolist()
+    whole = tok.decode(ids)
+    stops = [whole[a:a + n] for a, n in zip(rng.integers(0, len(whole), 2), rng.integers(1, 6, 2))
+             if whole[a:a + n] and "\ufffd" not in whole[a:a + n]]
+    ts = TextStream(tok, stops)
+    got = "".join(ts.push(t) for t in ids) + ts.finish()
+    cut = min([whole.find(s) for s in stops if whole.find(s) >= 0], default=len(whole))
+    assert got == whole[:cut] == ts.text
+    assert ts.stopped == (cut < len(whole) or any(whole.find(s) == len(whole) for s in stops))
+
+
+# --- the command line ----------------------------------------------------------------------------
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_tffedu_serve_starts_and_stops_cleanly_on_a_signal(sig):
+    port = free_port()
+    # `timeout` ends the server even if this test dies before it does
+    proc = subprocess.Popen(["timeout", "300", sys.executable, "-m", "tffedu.cli", "serve", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        url = f"http://127.0.0.1:{port}"
+        t0 = time.time()
+        while True:
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            assert time.time() - t0 < 120, "tffedu serve did not come up"
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        r = httpx.post(url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 3, "temperature": 0})
+        assert r.status_code == 200
+        with httpx.stream("POST", url + "/v1/completions", timeout=60,
+                          json={"prompt": "Count:", "max_tokens": 4000, "ignore_eos": True, "stream": True}) as s:
+            lines = s.iter_lines()
+            next(lines)
+            proc.send_signal(sig)             # while a stream is in flight: drained, then cancelled
+            rest = []
+            try:
+                rest.extend(lines)            # the stream ends (it does not hang)
+            except httpx.HTTPError as e:
+                pytest.fail(f"the stream broke: {e}; the server said: {proc.communicate()[1][-3000:]}")
+        assert proc.wait(60) == 0, proc.communicate()[1][-3000:]
+        assert [ln for ln in rest if ln][-1] == "data: [DONE]"
+        assert '"finish_reason": "abort"' in "".join(rest)       # cut by the drain, not by a timeout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
