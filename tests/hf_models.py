@@ -81,18 +81,20 @@ def _init_(model: torch.nn.Module, seed: int, std: float) -> None:
 
 def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx, theta, eps,
           seed, std, rope_scaling, attention_bias=False):
-    "A random HF causal LM of `arch` ('qwen3' or 'llama') in float32, eval mode."
+    "A random HF causal LM of `arch` ('qwen3', 'llama' or 'qwen2') in float32, eval mode."
     import transformers
     Config, Model = {"qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
-                     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM)}[arch]
+                     "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+                     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM)}[arch]
     vs = vocab_size(n_regular)
+    # Qwen2's config has neither: head_dim is hidden // heads, and q, k, v always have biases
+    extra = {} if arch == "qwen2" else dict(head_dim=head_dim or hidden // heads, attention_bias=attention_bias)
+    assert arch != "qwen2" or (head_dim in (None, hidden // heads) and not attention_bias)
     cfg = Config(vocab_size=vs, hidden_size=hidden, intermediate_size=ffn,
-                 num_hidden_layers=layers, num_attention_heads=heads,
-                 num_key_value_heads=kv_heads, head_dim=head_dim or hidden // heads,
+                 num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                  max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
-                 attention_bias=attention_bias,
                  rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
-                 bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3)
+                 bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3, **extra)
     torch.manual_seed(seed)
     model = Model(cfg).float().eval()
     _init_(model, seed, std)
@@ -107,6 +109,13 @@ def tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, 
     "A random Qwen3ForCausalLM in float32 (eval). head_dim defaults to hidden // heads."
     return _tiny("qwen3", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
                  theta, eps, seed, std, rope_scaling, attention_bias)
+
+
+def tiny_qwen2(hidden=64, layers=2, heads=4, kv_heads=2, ffn=96, tied=False, n_regular=500, ctx=256,
+               theta=1e6, eps=1e-6, seed=0, std=0.05, rope_scaling=None):
+    "A random Qwen2ForCausalLM in float32 (eval): biases on q, k and v, no q/k norms."
+    return _tiny("qwen2", hidden, layers, heads, kv_heads, None, ffn, tied, n_regular, ctx,
+                 theta, eps, seed, std, rope_scaling)
 
 
 def tiny_llama(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=True,
@@ -147,8 +156,8 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     """Write `model` as GGUF at `path`, 2-D weights in `wtype`; the HF model is updated in place to
     the dequantized weights, so it stays the exact reference of the file."""
     cfg = model.config
-    arch = cfg.model_type                     # "qwen3" or "llama"
-    assert arch in ("qwen3", "llama"), arch
+    arch = cfg.model_type                     # "qwen3", "llama" or "qwen2"
+    assert arch in ("qwen3", "llama", "qwen2"), arch
     qtype = WTYPES[wtype]
     path = pathlib.Path(path)
     w = gguf.GGUFWriter(str(path), arch)
@@ -163,7 +172,7 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_vocab_size(cfg.vocab_size)
-    head_dim = cfg.head_dim
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads   # Qwen2: none
     if arch == "qwen3" or head_dim != cfg.hidden_size // cfg.num_attention_heads:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)

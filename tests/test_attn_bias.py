@@ -12,7 +12,7 @@ from tffedu.errors import ShapeError
 from tffedu.graph import Graph
 from tffedu.models import create
 from tffedu.tensor import F16, Q8_0
-from hf_models import tiny_llama, tiny_qwen3, write_gguf
+from hf_models import tiny_llama, tiny_qwen2, tiny_qwen3, write_gguf
 
 
 def test_add_takes_a_residual_or_a_bias_and_nothing_else():
@@ -45,29 +45,31 @@ def biased(tmp_path_factory):
     return {"qwen3": write_gguf(tiny_qwen3(hidden=64, heads=4, kv_heads=2, ffn=128, seed=3, attention_bias=True),
                                 d / "q.gguf", "Q8_0"),
             "llama": write_gguf(tiny_llama(hidden=64, heads=4, kv_heads=2, seed=4, attention_bias=True),
-                                d / "l.gguf", "Q8_0")}
+                                d / "l.gguf", "Q8_0"),
+            "qwen2": write_gguf(tiny_qwen2(hidden=64, heads=4, kv_heads=2, seed=5), d / "q2.gguf", "Q8_0")}
 
 
-@pytest.mark.parametrize("arch", ["qwen3", "llama"])
+@pytest.mark.parametrize("arch", ["qwen3", "llama", "qwen2"])
 @pytest.mark.parametrize("kind,N,B", [("decode", 1, 1), ("decode", 4, 4), ("prefill", 16, 1)])
 def test_lowered_biased_model(biased, arch, kind, N, B):
-    """A biased Q8_0 model's paged graph, lowered for CUDA (on any machine: a graph rewrite): each of
-    the 4 biases per block is still an `add` of [rows] to its projection's output; no fused op reads
-    a bias; only the FFN's residual reaches a GEMV epilogue (the o-projection's output has its bias
-    added first)."""
+    """A biased Q8_0 model's paged graph, lowered for CUDA (on any machine: a graph rewrite): each
+    bias (4 per block; Qwen2's 3: q, k, v) is still an `add` of [rows] to its projection's output;
+    no fused op reads a bias; a residual reaches a GEMV epilogue only where no bias comes between:
+    the FFN's, and Qwen2's o-projection (it has no bias)."""
     m = tffedu.load(biased[arch])
     cfg = m.config
-    assert cfg.attn_bias == ("attn_q", "attn_k", "attn_v", "attn_output")
+    n_bias = 3 if arch == "qwen2" else 4
+    assert cfg.attn_bias == ("attn_q", "attn_k", "attn_v", "attn_output")[:n_bias]
     creator = create(cfg, m.n_ctx, {n: w.dtype for n, w in m.weights.items()})
     g = R.lower(R.PagedGraphs(creator, (8, 16, cfg.n_head_kv, cfg.head_dim), F16).build(kind, N, B, 2), "cuda")
     L = cfg.n_layer
     bias_adds = [n for n in g.nodes if n.op == "add" and n.inputs[1].name.endswith(".bias")]
-    assert len(bias_adds) == 4 * L
+    assert len(bias_adds) == n_bias * L
     for n in bias_adds:
         b = n.inputs[1]
         assert b.kind == "weight" and b.shape == (n.shape[-1],) and n.inputs[0].shape == n.shape
     readers = Counter(u.op for u in g.nodes if u.kind == "op" for i in u.inputs if i.name.endswith(".bias"))
-    assert readers == {"add": 4 * L}
+    assert readers == {"add": n_bias * L}
     ops = Counter(n.op for n in g.nodes if n.kind == "op")
-    assert ops["matmul_add"] == (L if kind == "decode" else 0)
+    assert ops["matmul_add"] == ((5 - n_bias) * L if kind == "decode" else 0)
     assert "qk_norm_rope_pair" not in ops and "qk_norm_rope_store" not in ops   # q, k pass a bias add first

@@ -1,6 +1,6 @@
 """A whole model on the GPU (chapter 13, issue 9), against HF transformers float32 and the CPU.
 
-* random Qwen3 and Llama models of several shapes and weight types: GPU logits vs HF's (relative
+* random Qwen3, Llama and Qwen2 models of several shapes and weight types: GPU logits vs HF's (relative
   error and argmax agreement), GPU greedy text vs HF's greedy text;
 * real weights: SmolLM2 cut to its first blocks (`tools/cut_gguf.py`; HF loads the same file):
   teacher-forced top-1 agreement with HF >= 98 %;
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from hf_models import hf_greedy, hf_logits, tiny_llama, tiny_qwen3, write_gguf
+from hf_models import hf_greedy, hf_logits, tiny_llama, tiny_qwen2, tiny_qwen3, write_gguf
 
 pytestmark = pytest.mark.gpu
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -33,6 +33,8 @@ SHAPES = [
     ("llama h128 8/1 hd16 untied Q8_0", lambda: tiny_llama(hidden=128, heads=8, kv_heads=1, tied=False, seed=6), "Q8_0", 3e-2),
     ("llama h160 4/2 hd40 linear rope F16", lambda: tiny_llama(hidden=160, heads=4, kv_heads=2, seed=7,
                                                                  rope_scaling={"rope_type": "linear", "factor": 4.0}), "F16", 5e-3),
+    ("qwen2 h128 8/2 hd16 q/k/v biases Q8_0", lambda: tiny_qwen2(hidden=128, heads=8, kv_heads=2, ffn=256, seed=8), "Q8_0", 3e-2),
+    ("qwen2 h96 6/1 hd16 tied F16", lambda: tiny_qwen2(hidden=96, heads=6, kv_heads=1, tied=True, seed=9), "F16", 5e-3),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Qwen3 (and Llama) end to end on the CPU against HF transformers float32 (chapter 08).
+"""Qwen3, Llama and Qwen2 end to end on the CPU against HF transformers float32 (chapter 08).
 
 Each case builds a seeded random HF model, writes it as GGUF the way llama.cpp does
 (tests/hf_models.py), loads the GGUF with tffedu and compares logits with HF's forward pass on the
@@ -9,7 +9,7 @@ import pytest
 
 import tffedu.model
 from tffedu.errors import ContextOverflowError, ModelError
-from hf_models import hf_logits, rel_err, tiny_llama, tiny_qwen3, write_gguf
+from hf_models import hf_logits, rel_err, tiny_llama, tiny_qwen2, tiny_qwen3, write_gguf
 
 TOL = 1e-4        # max |ours - HF| relative to max |HF| (the issue's bar)
 PROMPT = [11, 250, 3, 499, 17, 17, 64, 128, 5, 300, 42]
@@ -32,6 +32,11 @@ CASES = {
     # attention_bias: q, k, v and o biases (random: HF starts them at 0), Llama's q/k biases permuted
     "qwen3-gqa4-bias": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=16, attention_bias=True), "F32"),
     "llama-gqa3-bias-Q8_0": (tiny_llama, dict(hidden=96, heads=6, kv_heads=2, ffn=160, attention_bias=True), "Q8_0"),
+    # Qwen2 / Qwen2.5: q, k and v biases by architecture, no q/k norms, NEOX RoPE, theta 1e6
+    "qwen2-gqa4-untied": (tiny_qwen2, dict(hidden=64, heads=8, kv_heads=2), "F32"),
+    "qwen2-gqa7-tied-hidden112": (tiny_qwen2, dict(hidden=112, heads=7, kv_heads=1, ffn=192, tied=True), "F32"),
+    "qwen2-mha-3layers-BF16": (tiny_qwen2, dict(hidden=96, heads=3, kv_heads=3, layers=3), "BF16"),
+    "qwen2-gqa4-Q8_0": (tiny_qwen2, dict(hidden=64, heads=8, kv_heads=2), "Q8_0"),
 }
 
 
@@ -120,7 +125,7 @@ def test_missing_weight_is_named(tmp_path):
         tffedu.model.load(tmp_path / "cut.gguf")
 
 
-@pytest.mark.parametrize("build", [tiny_qwen3, tiny_llama], ids=["qwen3", "llama"])
+@pytest.mark.parametrize("build", [tiny_qwen3, tiny_llama, tiny_qwen2], ids=["qwen3", "llama", "qwen2"])
 def test_hf_folder_loads_too(build, tmp_path):
     "A HF folder (config.json + model.safetensors) runs the same graphs; Llama Q/K get permuted."
     hf = build(seed=8, hidden=64, heads=4, kv_heads=2)
@@ -128,6 +133,34 @@ def test_hf_folder_loads_too(build, tmp_path):
     m = tffedu.model.load(tmp_path)
     assert m.config.arch == hf.config.model_type
     assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+
+
+def test_qwen2_bf16_sharded_folder_like_qwen25(tmp_path):
+    """Qwen2.5's release layout: BF16 weights in shards with an index file (max_shard_size), tied
+    output; the logits of HF's model in BF16 weights (computed in float32), and greedy tokens."""
+    import torch
+    hf = tiny_qwen2(seed=11, hidden=96, heads=6, kv_heads=2, ffn=160, tied=True)
+    with torch.no_grad():                       # BF16 weights: HF's reference holds the same values
+        for p in hf.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+    hf.to(torch.bfloat16).save_pretrained(tmp_path, max_shard_size="40KB")
+    hf.float()
+    assert (tmp_path / "model.safetensors.index.json").exists() and len(list(tmp_path.glob("*.safetensors"))) > 2
+    m = tffedu.model.load(tmp_path)
+    assert (m.config.arch, m.config.attn_bias, m.config.qk_norm) == ("qwen2", ("attn_q", "attn_k", "attn_v"), False)
+    assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+    with torch.no_grad():
+        ref = hf.generate(torch.tensor([PROMPT[:5]]), max_new_tokens=10, do_sample=False,
+                          eos_token_id=sorted(m.eos_ids))[0, 5:].tolist()
+    assert m.generate(PROMPT[:5], max_new_tokens=10).tokens == ref
+
+
+def test_qwen2_sliding_window_is_refused(tmp_path):
+    hf = tiny_qwen2(seed=2)
+    hf.config.use_sliding_window, hf.config.sliding_window = True, 16
+    hf.save_pretrained(tmp_path)
+    with pytest.raises(ModelError, match="use_sliding_window"):
+        tffedu.model.load(tmp_path)
 
 
 @pytest.mark.parametrize("build", [tiny_qwen3, tiny_llama], ids=["qwen3", "llama"])

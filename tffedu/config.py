@@ -40,6 +40,8 @@ ATTN_PROJ = ("attn_q", "attn_k", "attn_v", "attn_output")   # the attention's pr
 ARCHS = {a.name: a for a in [
     Arch("qwen3", ("qwen3",), rope_type="neox", creator="qwen3.Qwen3Creator", qk_norm=True),
     Arch("llama", ("llama",), rope_type="norm", creator="qwen3.Qwen3Creator"),
+    Arch("qwen2", ("qwen2",), rope_type="neox", creator="qwen3.Qwen3Creator",
+         attn_bias=("attn_q", "attn_k", "attn_v")),
 ]}
 
 
@@ -65,7 +67,7 @@ MAX_PROJ = 1 << 17   # rows of attn_q (n_head * head_dim) and attn_k/v: Llama 3.
 @dataclass(frozen=True)
 class ModelConfig:
     "The shape of a decoder-only transformer, as the model builders (chapter 08) need it."
-    arch: str                # a key of ARCHS ("qwen3", "llama")
+    arch: str                # a key of ARCHS ("qwen3", "llama", "qwen2")
     n_layer: int             # transformer blocks
     hidden_size: int         # width of the residual stream (n_embd)
     n_head: int              # query heads
@@ -292,6 +294,9 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     a = _HF_ARCHS[mt]
     if get("mlp_bias", bool, False):
         raise ConfigError(f"{source}: 'mlp_bias' is true, and tffedu's feed-forward has no biases")
+    if get("use_sliding_window", bool, False):   # Qwen2's switch; its sliding_window is unused without it
+        raise ConfigError(f"{source}: 'use_sliding_window' is true, and tffedu's attention sees the "
+                          f"whole context (sliding windows are not supported yet)")
     bias = ATTN_PROJ if get("attention_bias", bool, False) else a.attn_bias
     hidden, n_head = get("hidden_size"), get("num_attention_heads")
     if n_head < 1:    # before hidden // n_head
