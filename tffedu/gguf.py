@@ -23,14 +23,18 @@ from .factory import patch
 from .tensor import DTYPES
 
 # %% auto #0
-__all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'ValueType', 'TensorInfo', 'open_regular',
-           'read_text', 'read_json', 'GGUFFile']
+__all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'MAX_METADATA_VALUES', 'ValueType',
+           'TensorInfo', 'open_regular', 'read_text', 'read_json', 'GGUFFile']
 
 # %% ../notebooks/03_gguf.ipynb #872fec63
 GGUF_MAGIC = b"GGUF"
 GGUF_DEFAULT_ALIGNMENT = 32
 GGML_MAX_DIMS = 4          # ggml tensors have at most 4 dimensions
 MAX_ARRAY_DEPTH = 8        # arrays of arrays of ...: deeper than this is not a real model file
+# Python objects the metadata may make: keys, strings and nested arrays, each costing ~50-100
+# bytes and ~0.1 us however small it is in the file. The largest vocabularies are ~260k tokens
+# plus ~300k merges; a file of millions of empty strings or arrays is refused before parsing them.
+MAX_METADATA_VALUES = 1 << 21
 
 
 class ValueType(IntEnum):
@@ -61,6 +65,14 @@ class _Cursor:
 
     def __init__(self, buf, path: str):
         self.buf, self.path, self.size, self.pos = buf, path, len(buf), 0
+        self.values = 0          # Python objects made so far (MAX_METADATA_VALUES)
+
+    def count(self, n: int, what: str):
+        "Raise before making `n` more metadata objects past MAX_METADATA_VALUES."
+        self.values += n
+        if self.values > MAX_METADATA_VALUES:
+            self.fail(f"{what} would make the metadata more than {MAX_METADATA_VALUES} values "
+                      f"(keys, strings, arrays); no model file has that many")
 
     def fail(self, msg: str, at: int | None = None):
         raise GGUFError(f"{self.path}: {msg} (at byte {self.pos if at is None else at})")
@@ -142,7 +154,9 @@ def _read_value(cur: _Cursor, vtype: ValueType, key: str, depth: int = 0):
         a = cur.array(_SCALARS[etype][1], count, f"array {key!r}")
         return a != 0 if etype == ValueType.BOOL else a
     if etype == ValueType.STRING:
+        cur.count(count, f"array {key!r} of {count} strings")
         return cur.strings(count, f"array {key!r}")
+    cur.count(count, f"array {key!r} of {count} arrays")
     return [_read_value(cur, etype, key, depth + 1) for _ in range(count)]
 
 # %% ../notebooks/03_gguf.ipynb #8b697011
@@ -233,7 +247,10 @@ def open_regular(path, error=GGUFError):
 def read_text(path, limit: int, error=GGUFError) -> str:
     "The text of a regular UTF-8 file of at most `limit` bytes; `error` naming the file otherwise."
     with open_regular(path, error) as f:
-        data = f.read(limit + 1)
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:              # a regular file that cannot be read (/proc/self/mem)
+            raise error(f"{path}: cannot read ({e.strerror or e})") from None
     if len(data) > limit:
         raise error(f"{path}: larger than {limit} bytes")
     try:
@@ -314,6 +331,7 @@ def _parse(self: GGUFFile, cur: _Cursor):
         cur.fail(f"header claims {n_kv} keys and {n_tensors} tensors, which cannot fit in the "
                  f"{left} bytes left", 8)
     self.metadata, self.metadata_types, self.metadata_offsets = {}, {}, {}
+    cur.count(n_kv, f"kv_count {n_kv}")
     for _ in range(n_kv):
         at = cur.pos
         key = cur.string("metadata key")
@@ -333,6 +351,11 @@ def _parse(self: GGUFFile, cur: _Cursor):
             raise GGUFError(f"{self.path}: duplicate tensor name {name!r} (info at byte {at})")
         self.tensors[name] = _check_tensor(self.path, name, ne, t, rel, at, self.data_offset,
                                            self.alignment, cur.size)
+    ends = sorted((t.offset, t.offset + t.nbytes, t.name) for t in self.tensors.values())
+    for (_, end, a), (start, _, b) in zip(ends, ends[1:]):   # a writer never shares bytes
+        if start < end:
+            raise GGUFError(f"{self.path}: the data of tensors {a!r} and {b!r} overlap "
+                            f"(bytes {start} to {end})")
 
 
 @patch

@@ -56,7 +56,7 @@ class Model:
         self.source = source                   # the opened model file (tffedu.modelfile.open_model)
         self.config = cfg = source.config
         self.device = device
-        self.n_ctx = int(n_ctx or min(cfg.context_length, DEFAULT_MAX_CTX))
+        self.n_ctx = int(min(cfg.context_length, DEFAULT_MAX_CTX) if n_ctx is None else n_ctx)   # 0 is not "unset"
         if not 1 <= self.n_ctx <= cfg.context_length:   # the KV memory is sized from it
             raise ModelError(f"n_ctx must be in [1, {cfg.context_length}] (the model's trained context), "
                              f"got {n_ctx}")

@@ -31,7 +31,10 @@ def detect_format(path) -> str:
             return "hf"
         raise GGUFError(f"{path}: a folder without config.json is not a model")
     with open_regular(path) as f:
-        head = f.read(9)
+        try:
+            head = f.read(9)
+        except OSError as e:              # a regular file that cannot be read (/proc/self/mem)
+            raise GGUFError(f"{path}: cannot read ({e.strerror or e})") from None
         size = os.fstat(f.fileno()).st_size
     if head[:4] == GGUF_MAGIC:
         return "gguf"

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .errors import GraphError, KVCacheError
+from .errors import AllocationError, GraphError, KVCacheError
 from .factory import patch
 from .graph import Node
 from .kvcache import KVCache
@@ -187,7 +187,11 @@ class ModelRunner:
 
     def _zeros(self, shape, dtype):
         if self.device == "cpu":
-            return np.zeros(shape, dtype.np_dtype)     # calloc: untouched pages cost no memory
+            try:
+                return np.zeros(shape, dtype.np_dtype)     # calloc: untouched pages cost no memory
+            except MemoryError:
+                raise AllocationError(f"cannot allocate K/V pages {shape} of {dtype.name} in host "
+                                      f"memory: ask the Engine for fewer pages") from None
         return Tensor.zeros(shape, dtype, "cuda")
 
 # %% ../notebooks/13_gpu_runtime.ipynb #eb910cd6

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import heapq
+import itertools
 import json
 import os
 import re
@@ -439,9 +440,17 @@ def _pieces(self: Tokenizer) -> list[bytes]:
     return self._piece_bytes
 
 
+def _token_id(t) -> int:
+    "A token id as an int: a Python or numpy integer, never a bool, a float, a string or None."
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+        raise TokenizerError(f"a token id is an integer, got {type(t).__name__} {_short(t)}")
+    return int(t)
+
+
 @patch
 def token_bytes(self: Tokenizer, token_id: int, special: bool = True) -> bytes:
     "The bytes one token stands for (possibly part of a UTF-8 character)."
+    token_id = _token_id(token_id)
     if not 0 <= token_id < len(self.tokens):
         raise TokenizerError(f"token id {token_id} is outside the vocabulary of {len(self.tokens)} tokens")
     if not special and self.token_types[token_id] in (TokenType.CONTROL, TokenType.UNKNOWN):
@@ -452,7 +461,9 @@ def token_bytes(self: Tokenizer, token_id: int, special: bool = True) -> bytes:
 @patch
 def decode_bytes(self: Tokenizer, ids, special: bool = True) -> bytes:
     "The bytes of `ids`, glued: exact, even where a character is cut in two."
-    return b"".join(self.token_bytes(int(i), special) for i in ids)
+    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__"):
+        raise TokenizerError(f"token ids are a list of integers, got {type(ids).__name__} {_short(ids)}")
+    return b"".join(self.token_bytes(i, special) for i in ids)
 
 
 @patch
@@ -469,7 +480,7 @@ class StreamDecoder:
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def push(self, token_id: int) -> str:
-        return self._utf8.decode(self.tok.token_bytes(int(token_id), self.special))
+        return self._utf8.decode(self.tok.token_bytes(token_id, self.special))
 
     def flush(self) -> str:
         "What is still held back at the end (an unfinished character becomes U+FFFD)."
@@ -612,6 +623,22 @@ def _estimate(name: str, obj, args) -> int:
     return 0
 
 
+def _sum(environment, iterable, attribute=None, start=0):
+    """jinja's `sum` filter, but lists and tuples (`start=[]`) are joined in one pass: Python's sum
+    copies the total so far once per item, quadratic inside one C call that no deadline can stop."""
+    if attribute is not None:
+        from jinja2.filters import make_attrgetter
+        iterable = map(make_attrgetter(environment, attribute), iterable)
+    if not isinstance(start, (list, tuple)):
+        return sum(iterable, start)
+    items = list(iterable)
+    if any(type(x) is not type(start) for x in items):
+        return sum(items, start)                   # the TypeError Python's sum raises, at once
+    if len(start) + sum(map(len, items)) > MAX_RENDER_CHARS:
+        raise _TemplateLimit(f"the sum filter would build more than {MAX_RENDER_CHARS} elements")
+    return type(start)(itertools.chain(start, *items))
+
+
 def _guard_filter(name, fn):
     "A filter wrapped with the size bounds: its arguments first, then what it built."
     import functools
@@ -710,6 +737,7 @@ def _jinja_env():
                              extensions=[GenerationTag, jinja2.ext.loopcontrols])
         env.filters = {name: _guard_filter(name, fn) for name, fn in env.filters.items()}
         env.filters["tojson"] = _guard_filter("tojson", _tojson)
+        env.filters["sum"] = _guard_filter("sum", jinja2.pass_environment(_sum))
         env.globals.pop("lipsum", None)   # lorem ipsum of any length: no chat template needs it
         env.globals["raise_exception"] = _raise_exception
         env.globals["strftime_now"] = _strftime_now
