@@ -202,3 +202,29 @@ def test_inspect_with_stdout_closed_and_an_odd_architecture(model, tmp_path):
     p = subprocess.run(f"{sys.executable} -m tffedu.cli inspect {bad} >&-", shell=True, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 1 and "stdout is closed" in p.stderr
+
+
+# --- streams whose consumer went away -----------------------------------------------------------------
+def test_an_abandoned_stream_stops_computing_and_gives_its_pages_back(model):
+    """A stream whose consumer stopped reading (its frame kept alive, as IPython keeps the last
+    exception's) is parked STREAM_LOOKAHEAD tokens ahead: other callers' steps no longer compute for
+    it, its pages go to a request that needs them, and if its consumer comes back it still gives
+    exactly what generate gives."""
+    from tffedu.engine import STREAM_LOOKAHEAD, Engine
+    prompt, other = list(range(1, 20)), list(range(3, 63))
+    want = model.generate(prompt, max_new_tokens=40, ignore_eos=True).text
+    want_other = model.generate(other, max_new_tokens=10, ignore_eos=True).tokens
+    eng = Engine(model, page_size=4, num_pages=22)       # 88 tokens: not enough for both at once
+    saved, model._engine = getattr(model, "_engine", None), eng
+    try:
+        s = model.stream(prompt, max_new_tokens=40, ignore_eos=True)
+        first = next(s)                                   # then the consumer goes quiet
+        (orphan,) = eng.scheduler.running
+        assert model.generate([5, 6, 7], max_new_tokens=30, ignore_eos=True).tokens   # others' steps
+        assert orphan.parked and orphan.n_generated <= STREAM_LOOKAHEAD + 1
+        assert not eng.busy                               # a parked stream is not work to step
+        assert model.generate(other, max_new_tokens=10, ignore_eos=True).tokens == want_other
+        assert orphan not in eng.scheduler.running        # its pages were taken back
+        assert first + "".join(s) == want                 # and it resumes, exactly
+    finally:
+        model._engine = saved

@@ -60,6 +60,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.engine.Request': ('engine.html#request', 'tffedu/engine.py'),
                                'tffedu.engine.Request.done': ('engine.html#request.done', 'tffedu/engine.py'),
                                'tffedu.engine.Request.n_generated': ('engine.html#request.n_generated', 'tffedu/engine.py'),
+                               'tffedu.engine.Request.parked': ('engine.html#request.parked', 'tffedu/engine.py'),
                                'tffedu.engine.Request.prompt': ('engine.html#request.prompt', 'tffedu/engine.py'),
                                'tffedu.engine.Request.seq_len': ('engine.html#request.seq_len', 'tffedu/engine.py'),
                                'tffedu.engine.Request.tokens': ('engine.html#request.tokens', 'tffedu/engine.py'),

@@ -26,8 +26,8 @@ from .runner import ModelRunner, Pending, StepInput
 from .sampling import SamplingParams, sample
 
 # %% auto #0
-__all__ = ['MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS', 'Request', 'Batch', 'Scheduler', 'Engine', 'token_logprobs',
-           'engine_of', 'measure_decode', 'generate_batch', 'stream', 'Model', 'load']
+__all__ = ['STREAM_LOOKAHEAD', 'MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS', 'Request', 'Batch', 'Scheduler', 'Engine',
+           'token_logprobs', 'engine_of', 'measure_decode', 'generate_batch', 'stream', 'Model', 'load']
 
 # %% ../notebooks/14a_engine.ipynb #f020a385
 @dataclass(eq=False)
@@ -50,6 +50,7 @@ class Request:
     t_add: float = 0.0                                # when it was added, got its first token, ended
     t_first: float = 0.0
     t_done: float = 0.0
+    n_read: int | None = None                         # a stream: new tokens its consumer has taken
 
     @property
     def prompt(self) -> list[int]:
@@ -71,6 +72,15 @@ class Request:
     @property
     def done(self) -> bool:
         return self.finish_reason is not None
+
+    @property
+    def parked(self) -> bool:
+        """A stream STREAM_LOOKAHEAD tokens ahead of its consumer: it is not stepped until they are
+        read (an abandoned stream stops computing), and its pages are the first to be taken back."""
+        return self.n_read is not None and self.n_generated - self.n_read >= STREAM_LOOKAHEAD
+
+
+STREAM_LOOKAHEAD = 16   # new tokens a stream may hold that its consumer has not taken yet
 
 
 @dataclass
@@ -123,7 +133,8 @@ class Scheduler:
 
     @property
     def busy(self) -> bool:
-        return bool(self.waiting or self.running)
+        "Anything to step: a request that waits or runs, and is not parked."
+        return any(not r.parked for r in self.waiting) or any(not r.parked for r in self.running)
 
     def add(self, req: Request) -> None:
         self.waiting.append(req)
@@ -144,10 +155,11 @@ class Scheduler:
 @patch
 def _schedule_decodes(self: Scheduler, batch: Batch) -> None:
     "A row of one token for every running sequence that is fully prefilled, oldest first."
-    for req in [r for r in self.running if not self.prefilling(r)]:
+    for req in [r for r in self.running if not self.prefilling(r) and not r.parked]:
         while req in self.running and self.cache.extend_cost(req.sid) > self.cache.n_free_pages:
             others = [r for r in self.running if r is not req and r not in batch.reqs]
-            self.preempt(others[-1] if others else req)   # the newest not yet scheduled
+            parked = [r for r in others if r.parked]
+            self.preempt((parked or others or [req])[-1])   # a parked one, else the newest not scheduled
         if req in self.running:
             self.cache.extend(req.sid)                     # the slot of the token it sampled last step
             batch.add(req, req.seq_len - 1, 1)
@@ -167,17 +179,23 @@ def preempt(self: Scheduler, victim: Request) -> None:
 def _schedule_prefills(self: Scheduler, batch: Batch) -> None:
     "Fill what is left of the token budget with prompt chunks: started prompts first, then new ones."
     budget = self.token_budget - batch.n_decode
-    for req in [r for r in self.running if r not in batch.reqs]:    # the decode rows took the rest
+    for req in [r for r in self.running if r not in batch.reqs and self.prefilling(r)]:   # not decodes, nor parked
         if budget <= 0:
             return
         start = self.cache.n_computed(req.sid)
         batch.add(req, start, min(self.cache.seq_len(req.sid) - start, budget))
         budget -= batch.chunks[-1]
-    while budget > 0 and self.waiting and len(self.running) < self.max_batch:
-        req = self.waiting[0]   # a preempted request comes back with what it generated so far
+    while budget > 0 and len(self.running) < self.max_batch:
+        # the oldest that is not parked; a preempted request comes back with what it generated so far
+        req = next((r for r in self.waiting if not r.parked), None)
+        if req is None:
+            break
+        while self.cache.admit_cost(req.ids) > self.cache.n_free_pages and \
+                any(r.parked for r in self.running):
+            self.preempt([r for r in self.running if r.parked][-1])   # an idle stream's pages first
         if self.cache.admit_cost(req.ids) > self.cache.n_free_pages:
             break                                      # wait until pages are freed
-        self.waiting.popleft()
+        self.waiting.remove(req)
         req.n_cached, req.n_chunks = self.cache.admit(req.sid, req.ids), 0   # pages for all of it
         self.stats["cached_tokens"] += req.n_cached
         self.running.append(req)
@@ -361,6 +379,9 @@ def logits(self: Engine, ids) -> np.ndarray:
                                f"cache has {self.cache.num_pages}")
         while self.cache.pages_for(len(ids)) > self.cache.n_free_pages and self.busy:   # share=False
             self.step()                # the requests holding the pages run on, as generate waits
+        parked = [r for r in self.scheduler.running if r.parked]
+        while self.cache.pages_for(len(ids)) > self.cache.n_free_pages and parked:
+            self.scheduler.preempt(parked.pop())       # idle streams give their pages back
         sid = ("logits", self._next_sid)
         self._next_sid += 1
         self.cache.admit(sid, ids, share=False)
@@ -571,6 +592,7 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
         raise SamplingError("this model file has no tokenizer, so its tokens cannot be streamed as text")
     eng = engine_of(model)
     req = eng.add(model.encode(prompt), params, max_new_tokens, stops, ignore_eos)
+    req.n_read = 0                                   # parked when its reader falls behind
     dec, seen = model.tokenizer.stream_decoder(), 0
     try:
         while True:
@@ -578,6 +600,7 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
             while seen < req.n_generated:            # every token, whoever's step made it
                 piece = dec.push(req.ids[req.n_prompt + seen])
                 seen += 1
+                req.n_read = seen
                 if piece:
                     yield piece
             if done:
