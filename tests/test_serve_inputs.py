@@ -210,7 +210,9 @@ def free_port():
 def test_tffedu_serve_starts_and_stops_cleanly_on_a_signal(sig):
     port = free_port()
     # `timeout` ends the server even if this test dies before it does
-    proc = subprocess.Popen(["timeout", "300", sys.executable, "-m", "tffedu.cli", "serve", "--port", str(port)],
+    # --foreground: `timeout` passes a signal on once (without it, it also signals its process
+    # group, and a second SIGINT makes uvicorn exit at once, as a second Ctrl-C would)
+    proc = subprocess.Popen(["timeout", "--foreground", "300", sys.executable, "-m", "tffedu.cli", "serve", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -243,3 +245,16 @@ def test_tffedu_serve_starts_and_stops_cleanly_on_a_signal(sig):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_bug_inside_a_route_is_a_500_in_openais_shape(server, monkeypatch):
+    import tffedu.serve
+
+    def boom(body, model):
+        raise ZeroDivisionError("a bug")
+    monkeypatch.setattr(tffedu.serve, "parse_completion", boom)
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "x"})
+    assert r.status_code == 500 and r.json()["error"]["type"] == "server_error"
+    assert "ZeroDivisionError" in r.json()["error"]["message"]
+    monkeypatch.undo()
+    assert httpx.post(server.url + "/v1/completions", json={"prompt": "x", "max_tokens": 1}).status_code == 200

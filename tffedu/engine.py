@@ -226,8 +226,9 @@ def schedule_ahead(self: Scheduler, batch: Batch) -> Batch | None:
     """The decode step after `batch`, scheduled before batch's tokens are read: each row's token is
     the one `batch` samples, copied on the device (a StepInput without ids); its slot is reserved
     now. Only where nothing can change the batch but an end of text: a decode step of greedy
-    requests, none ending by length, nobody waiting, pages for everyone. None otherwise."""
-    if (batch.kind != "decode" or self.waiting
+    requests, none ending by length, nobody waiting (but parked streams), pages for everyone. None
+    otherwise."""
+    if (batch.kind != "decode" or any(not r.parked for r in self.waiting)
             or any(r.done or not _argmax_only(r) or r.n_generated + 2 > r.max_new_tokens for r in batch.reqs)
             or sum(self.cache.extend_cost(r.sid) for r in batch.reqs) > self.cache.n_free_pages):
         return None

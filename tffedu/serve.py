@@ -785,6 +785,8 @@ def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model
     app.add_exception_handler(RequestError, lambda req, e: error_response(e.status, str(e), e.param, e.code))
     app.add_exception_handler(HTTPException,       # unknown paths (404), wrong methods (405)
                               lambda req, e: error_response(e.status_code, f"{req.method} {req.url.path}: {e.detail}"))
+    app.add_exception_handler(Exception,           # a bug: still OpenAI's shape (and logged)
+                              lambda req, e: error_response(500, f"internal error: {type(e).__name__}: {e}"))
 
     @app.post("/v1/completions")
     async def completions(request: HTTPRequest):

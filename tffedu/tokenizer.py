@@ -631,12 +631,12 @@ def _sum(environment, iterable, attribute=None, start=0):
         iterable = map(make_attrgetter(environment, attribute), iterable)
     if not isinstance(start, (list, tuple)):
         return sum(iterable, start)
-    items = list(iterable)
-    if any(type(x) is not type(start) for x in items):
-        return sum(items, start)                   # the TypeError Python's sum raises, at once
+    items = list(iterable)                         # (C-level steps only: the tracer sees no loop)
+    if set(map(type, items)) - {type(start)}:      # Python's sum would copy up to the odd one first
+        raise TypeError(f"sum(start={type(start).__name__}) of items that are not all {type(start).__name__}s")
     if len(start) + sum(map(len, items)) > MAX_RENDER_CHARS:
         raise _TemplateLimit(f"the sum filter would build more than {MAX_RENDER_CHARS} elements")
-    return type(start)(itertools.chain(start, *items))
+    return type(start)(itertools.chain(start, itertools.chain.from_iterable(items)))
 
 
 def _guard_filter(name, fn):
