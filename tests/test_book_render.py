@@ -10,18 +10,16 @@ Needs Debian's chromium and chromium-driver (CI installs them: .ci/run); skipped
 not installed.
 """
 import pathlib
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from browser_util import chromium
 from notebook_util import ROOT, code_cells, notebooks, read
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-DRIVER = shutil.which("chromedriver")
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +45,7 @@ def test_book_builds_without_warnings(book):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (CHROMIUM and DRIVER):
-        pytest.skip("needs Chromium and ChromeDriver (Debian: apt-get install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,1024"):
-        opts.add_argument(arg)
-    drv = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    drv.set_page_load_timeout(60)
-    yield drv
-    drv.quit()
+    yield from chromium()
 
 
 # what the page shows of each cell output picture: loaded, decoded, laid out with a size

@@ -1,18 +1,15 @@
 """The chat page of `tffedu serve` in headless Chromium: type a message, see the answer stream in,
 equal to what the API answers for the same conversation; a second turn carries the first; a
 screenshot is taken of the page. Needs Chromium and ChromeDriver (skipped where missing)."""
-import shutil
-
 import pytest
 
+from browser_util import chromium
 from tffedu.assets import default_model_path
 from tffedu.engine import load
 
 pytestmark = pytest.mark.slow
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-DRIVER = shutil.which("chromedriver")
 
 
 @pytest.fixture(scope="module")
@@ -24,19 +21,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def browser():
-    if not (CHROMIUM and DRIVER):
-        pytest.skip("needs Chromium and ChromeDriver (Debian: apt-get install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1100,800"):
-        opts.add_argument(arg)
-    drv = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    drv.set_page_load_timeout(60)
-    yield drv
-    drv.quit()
+    yield from chromium("1100,800")
 
 
 def api_answer(server, messages, n):

@@ -241,11 +241,14 @@ def schedule_ahead(self: Scheduler, batch: Batch) -> Batch | None:
     return nxt
 
 
+def _greedy(p: SamplingParams) -> bool:
+    "The graph's argmax is the token: greedy, and no penalty changes the logits."
+    return p.greedy and p.repetition_penalty == 1.0
+
+
 def _argmax_only(req: Request) -> bool:
-    """The graph's argmax is all this request needs: greedy, no penalty changes the logits, and no
-    logprobs are asked for — its logits need not come back to the host."""
-    p = req.params
-    return p.greedy and p.repetition_penalty == 1.0 and req.top_logprobs is None
+    "The argmax is all this request needs (no logprobs either): its logits stay on the device."
+    return _greedy(req.params) and req.top_logprobs is None
 
 # %% ../notebooks/14a_engine.ipynb #ea00a333
 MAX_CACHE_TOKENS = 1 << 24   # pages x page size: 16M tokens, far past any GPU's memory for K/V
@@ -414,7 +417,7 @@ def step(self: Engine) -> list[tuple[Request, int]]:
         for b, req in enumerate(batch.reqs):
             if not samples[b]:
                 continue                       # a chunk short of its prompt's end: no token yet
-            if req.params.greedy and req.params.repetition_penalty == 1.0:
+            if _greedy(req.params):
                 tok = int(ids[b])              # the graph's argmax
             else:
                 tok = int(sample(logits[b], req.params, req.rng, context=req.ids))

@@ -145,10 +145,6 @@ class EngineLoop:
         "Requests not yet running: in the inbox or in the scheduler's queue."
         return self._n_adds + len(self.engine.scheduler.waiting)
 
-    @property
-    def n_live(self) -> int:
-        return len(self._jobs) + self._n_adds
-
     def tokens_per_s(self) -> float:
         "Tokens generated per second over the last 10 seconds."
         now, recent = time.perf_counter(), list(self._recent)
