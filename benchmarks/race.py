@@ -59,6 +59,23 @@ def tffedu_rows(model, batch_sizes=(), emit=print):
         emit(dict(test=f"batch{B}", tps=tps, batch=B, ms_per_step=B / tps * 1000,
                   prompt=BATCH_PROMPT, new_tokens=BATCH_NEW))
         gc.collect()
+    if batch_sizes:
+        emit(generate_batch_row(model, prompts))
+
+
+def generate_batch_row(model, prompts) -> dict:
+    """The public call on the same prompts: `model.generate_batch`, its engine sized by default.
+    tps: the decode tokens (all but each first) over the time from the first first token to the
+    last token, as measure_decode counts; e2e_tps: every new token over the call's wall time."""
+    import time
+    for _ in range(2):                  # the first call plans and captures the graphs
+        t0 = time.perf_counter()
+        outs = model.generate_batch(prompts, BATCH_NEW, ignore_eos=True)
+        wall = time.perf_counter() - t0
+    span = max(g.prefill_s + g.decode_s for g in outs) - min(g.prefill_s for g in outs)
+    return dict(test=f"generate_batch{len(prompts)}", tps=sum(len(g.tokens) - 1 for g in outs) / span,
+                e2e_tps=sum(len(g.tokens) for g in outs) / wall, batch=len(prompts),
+                prompt=BATCH_PROMPT, new_tokens=BATCH_NEW)
 
 
 def run_tffedu(model_path: str, out: str, batch_sizes=()) -> None:
@@ -138,7 +155,7 @@ def _load_rows(path: pathlib.Path) -> list:
 def table(out_dir: str) -> None:
     d = pathlib.Path(out_dir)
     date = datetime.date.today().isoformat()
-    rows, eager, sweep = [], {}, []
+    rows, eager, sweep, gen = [], {}, [], []
     print("| model | test | tffedu t/s | llama.cpp t/s | ratio |")
     print("| --- | --- | ---: | ---: | ---: |")
     for tf in sorted(d.glob("tf_*.json")):
@@ -152,6 +169,9 @@ def table(out_dir: str) -> None:
         lc.update(lcb)
         tf_batch = {}
         for r in _load_rows(tf):
+            if r["test"].startswith("generate_batch"):
+                gen.append((model, r))
+                continue
             if r["test"].endswith(" eager"):
                 eager[(model, r["test"])] = r["tps"]
                 continue
@@ -174,6 +194,10 @@ def table(out_dir: str) -> None:
         graph = next((x["tffedu_tps"] for x in rows if x["model"] == model and x["test"] == test.split()[0]), None)
         print(f"| {model} | {test} (no CUDA graphs) | {tps:.1f} | | "
               f"{'' if graph is None else f'graphs {graph / tps:.1f}x faster'} |")
+    for model, r in gen:               # the public call against the engine measured alone
+        alone = next((s["tffedu_tps"] for s in sweep if s["model"] == model and s["batch"] == r["batch"]), None)
+        vs = f"{r['tps'] / alone:.2f}x batch{r['batch']}" if alone else ""
+        print(f"| {model} | {r['test']} (decode; {r['e2e_tps']:.0f} t/s end to end) | {r['tps']:.1f} | | {vs} |")
     if sweep:
         print("\n| model | batch | tffedu ms/step | llama.cpp ms/step |\n| --- | ---: | ---: | ---: |")
         for s in sweep:

@@ -9,7 +9,9 @@
 # and built in a temporary folder). llama-bench and llama-batched-bench are built (CUDA, flash
 # attention) while random-weight Qwen3-0.6B and Qwen3-8B Q8_0 files are written
 # (benchmarks/make_gguf.py, ~9 GB in TMPDIR), then both engines run on the same files
-# (benchmarks/race.py). The packages come from tools/gpu_packages.sh (WHEELS=DIR: from wheels).
+# (benchmarks/race.py). The packages come from tools/gpu_packages.sh (WHEELS=DIR: from wheels);
+# LLAMA_BUILD=DIR and MODELS_DIR=DIR keep the build and the files for a later race
+# (benchmarks/llamacpp.sh).
 #
 # Results in --out DIR (default benchmarks/results/race-YYYYMMDD-HHMMSS): vs_llamacpp.json (rows as
 # in benchmarks/results/h200_vs_llamacpp.json), vs_llamacpp.md (the table), batch_sweep.json (the
@@ -44,44 +46,35 @@ cap() { local l; l=$(left); if (( l < $1 )); then echo $(( l > 1 ? l : 1 )); els
 in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
+# shellcheck source=benchmarks/llamacpp.sh
+. benchmarks/llamacpp.sh
 gpu_packages || exit 1
 command -v cmake >/dev/null || { echo "race: cmake is needed to build llama.cpp"; exit 1; }
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-race.XXXXXX")
 RAW=$WORK/raw
-mkdir -p "$OUT_DIR" "$RAW" "$WORK/models"
+mkdir -p "$OUT_DIR" "$RAW"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT_DIR/gpu.txt"
 MODELS=${MODELS:-"qwen3-0.6b qwen3-8b"}
 BATCH_MODELS=${BATCH_MODELS-"qwen3-8b"}
 NPL=${NPL:-1,4,8,16,32}
 REPS=${REPS:-3}
-ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
 
-(for m in $MODELS; do "$PYTHON" benchmarks/make_gguf.py "$m" "$WORK/models/$m.gguf"; done) > "$RAW/make_gguf.log" 2>&1 &
+(for m in $MODELS; do race_model "$m" > /dev/null || exit 1; done) > "$RAW/make_gguf.log" 2>&1 &
 gen=$!
-if [ -d "$LLAMA_CPP" ]; then SRC=$LLAMA_CPP; BUILD=$LLAMA_CPP/build
-else
-    mkdir -p "$WORK/src" && tar xf "$LLAMA_CPP" -C "$WORK/src" || { echo "race: cannot unpack $LLAMA_CPP"; exit 1; }
-    top=$(find "$WORK/src" -maxdepth 2 -name CMakeLists.txt | awk '{ print length($0), $0 }' | sort -n | head -1 | cut -d' ' -f2-)
-    [ -n "$top" ] || { echo "race: $LLAMA_CPP holds no CMakeLists.txt"; exit 1; }
-    SRC=$(dirname "$top")
-    BUILD=$WORK/build
-fi
 t0=$(date +%s)
-(cmake -S "$SRC" -B "$BUILD" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ARCH:-90}" -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DCMAKE_BUILD_TYPE=Release && cmake --build "$BUILD" -j"$(nproc)" --target llama-bench llama-batched-bench) \
-    > "$RAW/llama_build.log" 2>&1 &
+llamacpp_source "$LLAMA_CPP" || exit 1
+llamacpp_build "$RAW/llama_build.log" llama-bench llama-batched-bench &
 build=$!
 if [ -n "${DURING_BUILD:-}" ]; then timeout -k 10 "$(cap "${DURING_BUILD_S:-360}")" bash -c "$DURING_BUILD"; fi
-wait $build || { tail -20 "$RAW/llama_build.log"; exit 1; }
+wait $build || exit 1
 echo "llama.cpp built in $(( $(date +%s) - t0 )) s"
 wait $gen || { tail -5 "$RAW/make_gguf.log"; exit 1; }
 tail -2 "$RAW/make_gguf.log"
-LB=$BUILD/bin/llama-bench
-LBB=$BUILD/bin/llama-batched-bench
+LB=$LLAMA_BIN/llama-bench
+LBB=$LLAMA_BIN/llama-batched-bench
 for m in $MODELS; do
-    f=$WORK/models/$m.gguf
+    f=$(race_model "$m") || exit 1
     B=""; P=512; TF_S=300
     if in_list "$m" "$BATCH_MODELS"; then B=$NPL; P=512,2048; TF_S=360; fi
     (( $(left) > 20 )) || { echo "race: out of time before $m"; break; }

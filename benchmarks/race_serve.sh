@@ -6,8 +6,9 @@
 #     bash benchmarks/race_serve.sh --llama-cpp PATH [--out DIR]
 #
 # PATH (or LLAMA_CPP=PATH) is llama.cpp's source, a folder or a .tar.gz/.tar.xz of one, as for
-# benchmarks/race_llamacpp.sh; llama-server is built from it (CUDA, API only) while a random-weight
-# Qwen3-8B Q8_0 file is written (benchmarks/make_gguf.py, MODEL=qwen3-8b). Each server in turn is
+# benchmarks/race_llamacpp.sh; llama-server is built from it (CUDA) while a random-weight
+# Qwen3-8B Q8_0 file is written (benchmarks/make_gguf.py, MODEL=qwen3-8b); LLAMA_BUILD=DIR and
+# MODELS_DIR=DIR reuse a race's build and files (benchmarks/llamacpp.sh). Each server in turn is
 # started on 127.0.0.1, loaded by benchmarks/bench_serve.py (CONCURRENCY="1 8 32 64" clients,
 # PROMPT_WORDS=128-word prompts, MAX_TOKENS=128 new tokens, ignore_eos, greedy) and stopped:
 #   llama-server -np $SLOTS -fa on -c $((SLOTS * SLOT_CTX))          (SLOTS=64, SLOT_CTX=512)
@@ -37,6 +38,8 @@ SLOTS=${SLOTS:-64}
 SLOT_CTX=${SLOT_CTX:-512}
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
+# shellcheck source=benchmarks/llamacpp.sh
+. benchmarks/llamacpp.sh
 gpu_packages fastapi=fastapi uvicorn=uvicorn prometheus_client=prometheus-client httpx=httpx \
     matplotlib=matplotlib || exit 1
 command -v cmake >/dev/null || { echo "race_serve: cmake is needed to build llama.cpp"; exit 1; }
@@ -44,25 +47,14 @@ export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-serve.XXXXXX")
 mkdir -p "$OUT_DIR"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT_DIR/gpu.txt"
-ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
 
-"$PYTHON" benchmarks/make_gguf.py "$MODEL" "$WORK/model.gguf" > "$OUT_DIR/make_gguf.log" 2>&1 &
+race_model "$MODEL" > /dev/null 2> "$OUT_DIR/make_gguf.log" &
 gen=$!
-if [ -d "$LLAMA_CPP" ]; then SRC=$LLAMA_CPP; BUILD=$LLAMA_CPP/build
-else
-    mkdir -p "$WORK/src" && tar xf "$LLAMA_CPP" -C "$WORK/src" || { echo "race_serve: cannot unpack $LLAMA_CPP"; exit 1; }
-    top=$(find "$WORK/src" -maxdepth 2 -name CMakeLists.txt | awk '{ print length($0), $0 }' | sort -n | head -1 | cut -d' ' -f2-)
-    [ -n "$top" ] || { echo "race_serve: $LLAMA_CPP holds no CMakeLists.txt"; exit 1; }
-    SRC=$(dirname "$top"); BUILD=$WORK/build
-fi
 t0=$(date +%s)
-cmake -S "$SRC" -B "$BUILD" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${ARCH:-90}" -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
-    -DCMAKE_BUILD_TYPE=Release > "$OUT_DIR/llama_build.log" 2>&1 \
-    && cmake --build "$BUILD" -j"$(nproc)" --target llama-server >> "$OUT_DIR/llama_build.log" 2>&1 \
-    || { tail -20 "$OUT_DIR/llama_build.log"; exit 1; }
+llamacpp_source "$LLAMA_CPP" && llamacpp_build "$OUT_DIR/llama_build.log" llama-server || exit 1
 echo "llama-server built in $(( $(date +%s) - t0 )) s"
 wait $gen || { tail -5 "$OUT_DIR/make_gguf.log"; exit 1; }
+GGUF=$(race_model "$MODEL") || exit 1
 
 up() {  # wait for GET $1/health to answer 200 (at most $2 s) while process $3 lives
     local i
@@ -82,14 +74,14 @@ load() {  # run the load generator against $1, rows labelled $2
 }
 
 rm -f "$OUT_DIR/serve.json"
-"$BUILD/bin/llama-server" -m "$WORK/model.gguf" -ngl 99 -fa on -np "$SLOTS" -c $(( SLOTS * SLOT_CTX )) \
+"$LLAMA_BIN/llama-server" -m "$GGUF" -ngl 99 -fa on -np "$SLOTS" -c $(( SLOTS * SLOT_CTX )) \
     --host 127.0.0.1 --port 8091 > "$OUT_DIR/llama_server.log" 2>&1 &
 srv=$!
 if up http://127.0.0.1:8091 300 $srv; then load http://127.0.0.1:8091 llama-server
 else echo "race_serve: llama-server did not come up"; tail -20 "$OUT_DIR/llama_server.log"; fi
 kill -INT $srv 2>/dev/null; wait $srv 2>/dev/null
 
-"$PYTHON" -m tffedu.cli serve -m "$WORK/model.gguf" --device cuda --max-batch "$SLOTS" \
+"$PYTHON" -m tffedu.cli serve -m "$GGUF" --device cuda --max-batch "$SLOTS" \
     --kv-tokens $(( SLOTS * SLOT_CTX )) --port 8092 > "$OUT_DIR/tffedu_serve.log" 2>&1 &
 srv=$!
 if up http://127.0.0.1:8092 300 $srv; then load http://127.0.0.1:8092 tffedu

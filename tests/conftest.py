@@ -46,3 +46,9 @@ def pytest_collection_modifyitems(config, items):
         tags = cell.metadata.get("tags", []) if cell is not None else []
         if "gpu" in tags or item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+# An engine on the GPU takes 0.9 of the memory left (tffedu.engine.KV_MEMORY); the GPU suite runs
+# a dozen processes side by side, each with several engines: each takes a small share instead.
+import tffedu.engine  # noqa: E402
+tffedu.engine.KV_MEMORY = 0.02

@@ -1,6 +1,8 @@
 """The engine (chapter 14): paged == contiguous logits, generate_batch == generate one at a time
 (greedy and seeded sampling, any finishing order, prefix caching on and off, preemption),
 streaming, stops, and errors that leave no state behind."""
+import os
+
 import numpy as np
 import pytest
 
@@ -488,3 +490,51 @@ def test_bad_top_logprobs_is_a_sampling_error(model, k):
     with pytest.raises(SamplingError, match="top_logprobs"):
         eng.add([1, 2, 3], top_logprobs=k)
     assert not eng.busy
+
+
+# --- sizing: the K/V pool and the context from memory --------------------------------------------
+
+@pytest.mark.parametrize("share", [0, -0.1, 1.5, float("nan"), True, "0.5"])
+def test_kv_memory_must_be_a_share(model, share):
+    with pytest.raises(EngineError, match="kv_memory"):
+        Engine(model, kv_memory=share)
+
+
+def test_kv_token_bytes_is_two_tensors_per_layer(model):
+    c = model.config                               # K and V, n_head_kv x head_dim each, per layer
+    per_layer = 2 * c.n_head_kv * c.head_dim
+    assert tffedu.engine.kv_token_bytes(c, "cpu") == per_layer * c.n_layer * np.dtype(np.float32).itemsize
+    assert tffedu.engine.kv_token_bytes(c, "cuda") == per_layer * c.n_layer * np.dtype(np.float16).itemsize
+
+
+def test_default_context_is_the_trained_one_capped_by_memory(tmp_path, monkeypatch, capsys):
+    hf = tiny_qwen3(hidden=64, heads=4, kv_heads=2, seed=5, std=0.08)
+    path = write_gguf(hf, tmp_path / "m.gguf", "F32")
+    trained = hf.config.max_position_embeddings
+    assert tffedu.engine.load(path).n_ctx == trained and capsys.readouterr().err == ""
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    token = tffedu.engine.kv_token_bytes(tffedu.engine.load(path, n_ctx=8).config, "cpu")
+    monkeypatch.setattr(tffedu.engine, "HOST_KV_MEMORY", 100.5 * token / ram)   # room for 100 tokens
+    m = tffedu.engine.load(path)
+    assert m.n_ctx == 100 and f"n_ctx 100 of the {trained}" in capsys.readouterr().err
+    assert Engine(m).cache.num_pages * 32 >= 100                     # one full context fits
+    with pytest.raises(EngineError, match="does not fit"):            # asked for more than fits
+        Engine(tffedu.engine.load(path, n_ctx=200))
+    monkeypatch.setattr(tffedu.engine, "HOST_KV_MEMORY", 0.5 * token / ram)
+    with pytest.raises(EngineError, match="no memory is left"):
+        tffedu.engine.load(path)
+
+
+def test_generate_batch_admits_every_prompt_at_once(model):
+    """32 prompts are decoded in one batch (MAX_BATCH = 64 by default), not in waves."""
+    ps = prompts_of(model, 32, np.random.default_rng(3), lo=3, hi=6)
+    engine_of(model, prefix_caching=False)
+    model.generate_batch(ps, max_new_tokens=3, ignore_eos=True)
+    eng = engine_of(model)
+    assert max(len(sids) for kind, sids, _ in eng.history if kind == "decode") == 32
+
+
+def test_a_new_shared_engine_replaces_the_old_one(model):
+    old = engine_of(model)
+    new = engine_of(model, max_batch=3)
+    assert new is engine_of(model) and new is not old and new.scheduler.max_batch == 3

@@ -179,3 +179,19 @@ def test_decode_step_allocates_nothing_and_memory_is_flat(tiny, monkeypatch):
     # no allocation at all is flat by construction; otherwise the card's free memory must not move
     # (a device-wide number: other processes on the GPU, e.g. pytest -n workers, disturb it)
     assert not calls or free1 == free0
+
+
+def test_kv_pages_take_their_share_of_the_free_memory(tmp_path):
+    """On the GPU the engine's pages are `kv_memory` of the memory the driver says is free once the
+    weights are on it (the suite's processes share the GPU: 10 % slack for their allocations)."""
+    from tffedu.engine import Engine, kv_token_bytes
+    from tffedu.memory import get_allocator
+    hf = tiny_qwen3(hidden=64, heads=4, kv_heads=2, seed=5, std=0.08, ctx=65536)
+    m = load_cuda(write_gguf(hf, tmp_path / "m.gguf", "F32"))        # n_ctx: the trained context
+    assert m.n_ctx == hf.config.max_position_embeddings
+    free, _ = get_allocator("cuda").free_memory()                     # cuMemGetInfo, weights uploaded
+    share = 1e-3                                                      # below MAX_BATCH full contexts
+    eng = Engine(m, kv_memory=share)
+    pool = eng.cache.num_pages * eng.cache.page_size * kv_token_bytes(m.config, "cuda")
+    assert pool < 64 * m.n_ctx * kv_token_bytes(m.config, "cuda")
+    assert abs(pool - share * free) <= 0.1 * share * free, (pool, share * free)

@@ -150,14 +150,25 @@ def test_tffedu_rows(race, monkeypatch):
 
     monkeypatch.setattr(cli, "bench", bench)
     monkeypatch.setattr(engine, "measure_decode", measure_decode)
-    model = types.SimpleNamespace(config=types.SimpleNamespace(vocab_size=1000))
+    def generate_batch(prompts, max_new_tokens, ignore_eos):
+        assert max_new_tokens == 128 and ignore_eos and len(prompts) == 32
+        calls.append(("generate_batch", len(prompts)))    # first tokens 1 ms apart, then 1 s of decode
+        return [types.SimpleNamespace(tokens=[0] * 128, prefill_s=0.1 + i / 1000, decode_s=1.0)
+                for i in range(len(prompts))]
+
+    monkeypatch.setattr(cli, "bench", bench)
+    monkeypatch.setattr(engine, "measure_decode", measure_decode)
+    model = types.SimpleNamespace(config=types.SimpleNamespace(vocab_size=1000), generate_batch=generate_batch)
     rows = []
     race.tffedu_rows(model, (1, 4, 32), rows.append)
     assert [r["test"] for r in rows] == ["pp512", "tg128", "tg128@d2048", "tg128 eager", "pp2048",
-                                         "batch1", "batch4", "batch32"]
+                                         "batch1", "batch4", "batch32", "generate_batch32"]
     assert ("bench", 2048, 0, 0, True) in calls
     assert [c for c in calls if c[0] == "decode"] == [("decode", b, 128) for b in (1, 4, 32)]
-    assert rows[-1]["ms_per_step"] == pytest.approx(32 / 1600.0 * 1000)
+    assert rows[-2]["ms_per_step"] == pytest.approx(32 / 1600.0 * 1000)
+    assert calls.count(("generate_batch", 32)) == 2             # a warm-up call, then the timed one
+    # 32 x 127 decode tokens from the first first token (0.1 s) to the last token (0.131 + 1 s)
+    assert rows[-1]["tps"] == pytest.approx(32 * 127 / 1.031)
     rows.clear()
     race.tffedu_rows(model, (), rows.append)                 # no --batch: the tests as before
     assert [r["test"] for r in rows] == ["pp512", "tg128", "tg128@d2048", "tg128 eager"]

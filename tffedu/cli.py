@@ -243,11 +243,13 @@ def _port(s):
 
 
 def cmd_serve(args):
-    from .engine import load
+    from . import engine
     from .serve import serve
-    model = load(_model_path(args.model), device=args.device, n_ctx=args.n_ctx)
-    print(f"tffedu serve: {model!r}; {args.max_batch} sequences at a time; the chat page at "
-          f"http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
+    if args.kv_memory is not None:       # this process's default: it sizes the context at load too
+        engine.KV_MEMORY = args.kv_memory
+    model = engine.load(_model_path(args.model), device=args.device, n_ctx=args.n_ctx)
+    print(f"tffedu serve: {model!r}; the chat page at http://{args.host}:{args.port}/",
+          file=sys.stderr, flush=True)
     pages = None if args.kv_tokens is None else -(-args.kv_tokens // 32)
     serve(model, args.host, args.port, max_queue=args.max_queue, max_batch=args.max_batch,
           page_size=32, num_pages=pages)
@@ -301,11 +303,14 @@ def build_parser():
     model_args(s)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=_port, default=8000, help="TCP port (default 8000)")
-    s.add_argument("--n-ctx", type=_positive_int, default=None, help="context tokens (default: the trained context, at most 8192)")
-    s.add_argument("--max-batch", type=_positive_int, default=64, help="sequences decoded together (default 64)")
+    s.add_argument("--n-ctx", type=_positive_int, default=None,
+                   help="context tokens (default: the trained context, or what of it fits in memory)")
+    s.add_argument("--max-batch", type=_positive_int, default=None, help="sequences decoded together (default 64)")
     s.add_argument("--max-queue", type=_positive_int, default=256, help="requests that may wait; more get 503 (default 256)")
     s.add_argument("--kv-tokens", type=_positive_int, default=None,
-                   help="tokens the KV cache holds, all sequences together (default: max(n_ctx, 16384))")
+                   help="tokens the KV cache holds, all sequences together (default: sized from memory)")
+    s.add_argument("--kv-memory", type=_prob, default=None,
+                   help="on a GPU, the share of the memory left after the weights for K/V (default 0.9)")
     s.set_defaults(fn=cmd_serve)
     return p
 

@@ -10,6 +10,9 @@ runner (chapter 13) on the model's device. `tffedu.load` returns an engine-backe
 """
 from __future__ import annotations
 
+import gc
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -20,14 +23,17 @@ import numpy as np
 from .errors import ContextOverflowError, EngineError, KVCacheError, SamplingError
 from .factory import patch
 from .kvcache import KVCache
+from .memory import get_allocator
 from . import model as _model
 from .model import Generation, _stop_list, token_ids
-from .runner import ModelRunner, Pending, StepInput
+from .runner import ModelRunner, Pending, StepInput, device_weights
 from .sampling import SamplingParams, sample
 
 # %% auto #0
-__all__ = ['STREAM_LOOKAHEAD', 'MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS', 'Request', 'Batch', 'Scheduler', 'Engine',
-           'token_logprobs', 'engine_of', 'measure_decode', 'generate_batch', 'stream', 'Model', 'load']
+__all__ = ['STREAM_LOOKAHEAD', 'KV_MEMORY', 'HOST_KV_MEMORY', 'HEADROOM', 'MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS',
+           'MAX_BATCH', 'TOKEN_BUDGET', 'Request', 'Batch', 'Scheduler', 'kv_token_bytes', 'kv_memory_tokens',
+           'kv_pages', 'Engine', 'token_logprobs', 'engine_of', 'drop_engine', 'measure_decode', 'generate_batch',
+           'stream', 'Model', 'load']
 
 # %% ../notebooks/14a_engine.ipynb #f020a385
 @dataclass(eq=False)
@@ -250,16 +256,57 @@ def _argmax_only(req: Request) -> bool:
     "The argmax is all this request needs (no logprobs either): its logits stay on the device."
     return _greedy(req.params) and req.top_logprobs is None
 
+# %% ../notebooks/14a_engine.ipynb #1b889e21
+KV_MEMORY = 0.9          # the share of the GPU memory free after the weights that K/V pages take
+HOST_KV_MEMORY = 0.25    # the share of the host's RAM the K/V of a CPU engine may take
+HEADROOM = 1 << 30       # GPU bytes always left over: activations, CUDA graphs, the driver
+
+
+def kv_token_bytes(cfg, device: str) -> int:
+    "Bytes of K/V one token takes in every layer: F16 pages on the GPU, F32 on the CPU."
+    return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * (2 if device == "cuda" else 4)
+
+
+def kv_memory_tokens(model, kv_memory: float | None = None) -> int:
+    """Tokens of K/V that fit: on the GPU `kv_memory` (default KV_MEMORY) of the memory free once
+    the model's weights are on it, HEADROOM kept back; on the CPU HOST_KV_MEMORY of the RAM."""
+    kv_memory = KV_MEMORY if kv_memory is None else kv_memory
+    if (isinstance(kv_memory, (bool, np.bool_)) or not isinstance(kv_memory, (int, float, np.floating))
+            or not 0 < kv_memory <= 1):
+        raise EngineError(f"kv_memory must be a share of the free memory in (0, 1], got {kv_memory!r}")
+    if model.device == "cuda":
+        device_weights(model)                          # the weights first: the pages get the rest
+        free, _ = get_allocator("cuda").free_memory()
+        nbytes = min(kv_memory * free, free - HEADROOM)
+    else:
+        nbytes = HOST_KV_MEMORY * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(0, int(nbytes) // kv_token_bytes(model.config, model.device))
+
+
+def kv_pages(model, page_size: int = 32, kv_memory: float | None = None) -> int:
+    """The pages of an engine's KV cache unless told: on the GPU room for MAX_BATCH full contexts
+    as far as `kv_memory` goes (sequences take pages as they grow, so a few long ones or many short
+    ones fit); on the CPU a full context or 16k tokens."""
+    want = MAX_BATCH * model.n_ctx if model.device == "cuda" else max(model.n_ctx, 16384)
+    tokens = min(want, kv_memory_tokens(model, kv_memory), MAX_CACHE_TOKENS)
+    if tokens < model.n_ctx:
+        raise EngineError(f"the K/V of a full context ({model.n_ctx} tokens) does not fit: the memory "
+                          f"left holds {tokens} tokens; load the model with a smaller n_ctx"
+                          + (" or give the engine more kv_memory" if model.device == "cuda" else ""))
+    return -(-tokens // page_size)
+
 # %% ../notebooks/14a_engine.ipynb #ea00a333
 MAX_CACHE_TOKENS = 1 << 24   # pages x page size: 16M tokens, far past any GPU's memory for K/V
 HISTORY_STEPS = 10_000       # steps `Engine.history` keeps (the latest)
 MAX_TOP_LOGPROBS = 20        # alternatives per token a request may ask for (OpenAI's limit)
+MAX_BATCH = 64               # sequences an engine admits at once unless told (pages permitting)
+TOKEN_BUDGET = {"cpu": 512, "cuda": 2048}   # tokens a step computes at most unless told
 
 
 class Engine:
     """Continuous batching over a paged KV cache for one model, with chunked prefill.
 
-    eng = Engine(model, page_size=32, max_batch=16, token_budget=512)
+    eng = Engine(model)                 # K/V pages sized from the device's memory (kv_pages)
     req = eng.add(prompt_ids, SamplingParams(...), max_new_tokens=64)
     while eng.busy: eng.step()          # -> [(request, new token), ...] per step
 
@@ -272,19 +319,21 @@ class Engine:
     """
 
     def __init__(self, model, *, page_size: int = 32, num_pages: int | None = None,
-                 max_batch: int = 16, token_budget: int = 512, prefix_caching: bool = True,
+                 max_batch: int | None = None, token_budget: int | None = None,
+                 kv_memory: float | None = None, prefix_caching: bool = True,
                  max_graphs: int = 16, cuda_graphs: bool = True, overlap: bool | None = None):
         cfg = model.config
         if overlap is not None and not isinstance(overlap, (bool, np.bool_)):
             raise EngineError(f"Engine: overlap must be True, False or None, got {overlap!r}")
         for name, val in (("page_size", page_size), ("max_batch", max_batch),
                           ("token_budget", token_budget), ("max_graphs", max_graphs),
-                          ("num_pages", 1 if num_pages is None else num_pages)):
-            if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 1:
+                          ("num_pages", num_pages)):
+            if val is not None and (isinstance(val, bool) or not isinstance(val, (int, np.integer))
+                                    or val < 1):
                 raise EngineError(f"Engine: {name} must be an integer >= 1, got {val!r}")
         self.model = model
-        if num_pages is None:   # a full context, or 16k tokens for batches
-            num_pages = -(-max(model.n_ctx, 16384) // page_size)
+        num_pages = num_pages or kv_pages(model, page_size, kv_memory)
+        max_batch, token_budget = max_batch or MAX_BATCH, token_budget or TOKEN_BUDGET[model.device]
         if num_pages * page_size > MAX_CACHE_TOKENS:
             raise EngineError(f"Engine: {num_pages} pages of {page_size} tokens is more than the "
                               f"{MAX_CACHE_TOKENS} tokens a KV cache may hold")
@@ -526,8 +575,19 @@ def engine_of(model, **options) -> Engine:
     with _ENGINES_LOCK:
         eng = getattr(model, "_engine", None)
         if eng is None or options:
+            eng = None
+            drop_engine(model)
             eng = model._engine = Engine(model, **options)
         return eng
+
+
+def drop_engine(model) -> None:
+    """Let the model's shared engine go (the next call makes a new one): on the GPU its K/V pages
+    go back to the device before another engine is sized from the memory free."""
+    if getattr(model, "_engine", None) is not None:
+        model._engine = None
+        if model.device == "cuda":
+            gc.collect()                         # now, not whenever a cycle is next collected
 
 
 def _check_batch(n) -> None:
@@ -542,6 +602,7 @@ def measure_decode(model, prompts, batch_size: int, new_tokens: int = 16) -> flo
     if isinstance(prompts, (str, bytes)) or not hasattr(prompts, "__len__") or not len(prompts):
         raise SamplingError("prompts must be a non-empty list of prompts (str or token ids)")
     ids = [model.encode(prompts[i % len(prompts)]) for i in range(batch_size)]
+    drop_engine(model)                          # one engine's pages on the device at a time
     eng = Engine(model, max_batch=batch_size, token_budget=max(512, sum(map(len, ids))))
     reqs = [eng.add(p, max_new_tokens=new_tokens, ignore_eos=True) for p in ids]
     while not all(r.n_generated for r in reqs):
@@ -618,7 +679,20 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
 
 # %% ../notebooks/14a_engine.ipynb #0a92a301
 class Model(_model.Model):
-    "A loaded model whose text generation runs on the engine (one stack for every call and device)."
+    """A loaded model whose text generation runs on the engine (one stack for every call and device).
+    Its context is the one it was trained for unless told (`n_ctx`), or as much of it as the K/V
+    memory holds (`kv_memory_tokens`; said on stderr)."""
+
+    def __init__(self, source, device: str = "cpu", n_ctx: int | None = None, warm: bool = True,
+                 tokenizer=None):
+        trained = source.config.context_length
+        super().__init__(source, device, trained if n_ctx is None else n_ctx, warm, tokenizer)
+        if n_ctx is None and (fits := kv_memory_tokens(self)) < trained:
+            if fits < 1:
+                raise EngineError(f"no memory is left on the {device} for K/V pages of {source.config.arch}")
+            self.n_ctx = fits
+            print(f"tffedu: n_ctx {fits} of the {trained} tokens the model was trained for: K/V for "
+                  f"more does not fit in the {device}'s memory (n_ctx=... chooses)", file=sys.stderr)
 
     def logits(self, ids) -> np.ndarray:
         "float32 [len(ids), vocab]: a fresh prefill of ids; no state is kept between calls."
@@ -642,5 +716,6 @@ class Model(_model.Model):
 
 def load(path=None, device: str = "cpu", n_ctx: int | None = None, warm: bool = True) -> Model:
     """Open a model (a .gguf file, a HF folder, or None: the default SmolLM2) on "cpu" or "cuda";
-    see chapter 08's `tffedu.model.load`. Generation runs on the engine."""
+    see chapter 08's `tffedu.model.load`. Generation runs on the engine; the context is the trained
+    one unless `n_ctx` says, or what of it the K/V memory holds."""
     return _model.load(path, device, n_ctx, warm, cls=Model)

@@ -35,7 +35,7 @@ try:   # tffedu[serve]; without it the module still imports, and make_app says w
 except ImportError:
     FastAPI = uvicorn = HTTPRequest = JSONResponse = None
 
-from .engine import MAX_TOP_LOGPROBS, Engine, Request
+from .engine import MAX_TOP_LOGPROBS, Engine, Request, drop_engine
 from .errors import RequestError, TffeduError
 from .factory import patch
 from .model import _stop_list
@@ -692,7 +692,10 @@ class Service:
     def __init__(self, model, engine: Engine | None = None, max_queue: int = 256,
                  model_id: str | None = None, **engine_options):
         self.model = model
-        self.loop = EngineLoop(engine or Engine(model, **{"max_batch": 64, **engine_options}), max_queue)
+        if engine is None:
+            drop_engine(model)                     # on a GPU, the model's shared engine leaves its pages
+            engine = Engine(model, **engine_options)
+        self.loop = EngineLoop(engine, max_queue)
         self.metrics = Metrics(self.loop)
         path = getattr(model.source, "path", None)
         self.model_id = model_id or (pathlib.Path(path).name if path else model.config.arch)
@@ -760,7 +763,7 @@ async def stream(self: Service, answer: Answer, queue: asyncio.Queue, jobs: list
 def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model_id: str | None = None,
              **engine_options):
     """A FastAPI app serving `model` over its own engine: `engine`, or one made here with
-    `engine_options` (chapter 14a's Engine: max_batch=64 unless given, num_pages, page_size, ...).
+    `engine_options` (chapter 14a's Engine: max_batch, num_pages or kv_memory, page_size, ...).
     Nothing else may step it. `app.state.service` holds the engine loop, started and stopped with
     the app."""
     if FastAPI is None:

@@ -1,0 +1,51 @@
+# llama.cpp's tools and the random-weight model files for the races; sourced by
+# benchmarks/race_llamacpp.sh and benchmarks/race_serve.sh (which set WORK, a scratch folder, and
+# PYTHON).
+#
+#   llamacpp_source SRC         where the source is and the build goes; sets LLAMA_BIN
+#   llamacpp_build LOG TARGET...  builds the TARGETs (CUDA, for this GPU) there
+#   race_model NAME             prints the path of NAME's file (benchmarks/make_gguf.py)
+#
+# SRC is llama.cpp's source: a folder (built in SRC/build) or a .tar.gz/.tar.xz of one (unpacked
+# beside the build folder, built in WORK/build). LLAMA_BUILD=DIR builds in DIR instead and keeps
+# it: a later race reuses it and builds only what is missing. MODELS_DIR=DIR (default WORK/models)
+# keeps the model files likewise: one that is there already is not written again.
+
+llamacpp_source() {  # SRC: sets LLAMA_SRC, LLAMA_BUILD_DIR and LLAMA_BIN (unpacks a tarball once)
+    local top
+    if [ -d "$1" ]; then
+        LLAMA_SRC=$1; LLAMA_BUILD_DIR=${LLAMA_BUILD:-$1/build}
+    else
+        LLAMA_BUILD_DIR=${LLAMA_BUILD:-$WORK/build}
+        if [ ! -f "$LLAMA_BUILD_DIR.src/.unpacked" ]; then
+            rm -rf "$LLAMA_BUILD_DIR.src" && mkdir -p "$LLAMA_BUILD_DIR.src" \
+                && tar xf "$1" -C "$LLAMA_BUILD_DIR.src" || { echo "cannot unpack $1"; return 1; }
+            touch "$LLAMA_BUILD_DIR.src/.unpacked"
+        fi
+        top=$(find "$LLAMA_BUILD_DIR.src" -maxdepth 2 -name CMakeLists.txt | awk '{ print length($0), $0 }' | sort -n | head -1 | cut -d' ' -f2-)
+        [ -n "$top" ] || { echo "$1 holds no CMakeLists.txt"; return 1; }
+        LLAMA_SRC=$(dirname "$top")
+    fi
+    LLAMA_BIN=$LLAMA_BUILD_DIR/bin
+}
+
+llamacpp_build() {  # LOG TARGET...: builds the targets in LLAMA_BUILD_DIR (after llamacpp_source)
+    local log=$1 arch
+    shift
+    arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
+    cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD_DIR" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" \
+        -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+        -DLLAMA_BUILD_SERVER=ON -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 \
+        && cmake --build "$LLAMA_BUILD_DIR" -j"$(nproc)" --target "$@" >> "$log" 2>&1 \
+        || { tail -20 "$log"; return 1; }
+}
+
+race_model() {
+    local dir=${MODELS_DIR:-$WORK/models}
+    mkdir -p "$dir"
+    if [ ! -s "$dir/$1.gguf" ]; then   # written aside, then renamed: a killed run leaves no half file
+        "$PYTHON" benchmarks/make_gguf.py "$1" "$dir/$1.gguf.part" >&2 && mv "$dir/$1.gguf.part" "$dir/$1.gguf" \
+            || return 1
+    fi
+    echo "$dir/$1.gguf"
+}
