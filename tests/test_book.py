@@ -6,7 +6,9 @@
   (read from the notebooks' own imports and the nbdev export map `#| default_exp`);
 * every notebook's title is "NN · Title" (the book's sidebar lists them);
 * every chapter ends with Summary, TFFInfer and us, and Exercises, whose checks exist;
-* the book's table of contents holds every notebook once, in reading order.
+* the book's table of contents holds every notebook once, in reading order;
+* every part is one sitting: at most PART_WORDS words of prose, no markdown cell over
+  MARKDOWN_WORDS words, no code cell over CODE_LINES lines.
 
 A few notebooks are being rewritten as these tests land; they are listed in KNOWN with what is
 still wrong, as strict xfails: when a rewrite fixes a notebook its test passes unexpectedly and
@@ -22,8 +24,16 @@ from notebook_util import (ROOT, code_cells, export_map, exported_module, has_pi
 NB = {p.stem: p for p in notebooks()}
 
 # notebook -> {test: what is wrong}, for notebooks under rewrite by their owners
+_LONG = "too long for one sitting: to be split into parts (issue 28)"
 KNOWN = {
+    "04_tokenizer": {"size": _LONG}, "09_kvcache": {"size": _LONG}, "10_cuda_basics": {"size": _LONG},
+    "11_matmul": {"size": _LONG}, "12_attention": {"size": _LONG}, "13_gpu_runtime": {"size": _LONG},
+    "14a_engine": {"size": _LONG},
 }
+
+# one sitting (CONTRIBUTING's ~3,500 words, ~400-word markdown cells, ~80-line code cells; the ~
+# is the slack here)
+PART_WORDS, MARKDOWN_WORDS, CODE_LINES = 3800, 450, 100
 
 # the tour runs the finished engine first, on purpose: it may use any module
 READS_AHEAD = {"00_tour"}
@@ -167,3 +177,15 @@ def test_bibliography_names_the_sources():
     bib = (ROOT / "book" / "references.bib").read_text()
     for needle in ("FlashAttention", "PagedAttention", "GGUF", "TFFInfer", "github.com/NKKdev/TFFinfer"):
         assert needle in bib, needle
+
+
+@per_notebook("size")
+def test_a_part_is_one_sitting(stem):
+    cells = read(NB[stem]).cells
+    prose = [len(c.source.split()) for c in cells if c.cell_type == "markdown"]
+    too_long = [f"a code cell of {n} lines" for c in cells if c.cell_type == "code"
+                and (n := len(c.source.splitlines())) > CODE_LINES]
+    too_long += [f"a markdown cell of {n} words" for n in prose if n > MARKDOWN_WORDS]
+    if sum(prose) > PART_WORDS:
+        too_long.append(f"{sum(prose)} words of prose")
+    assert not too_long, f"{stem}: " + "; ".join(too_long)

@@ -90,7 +90,7 @@ def test_notebooks_extra_brings_what_the_chapters_import():
     extras = proj["optional-dependencies"]
     allowed = {_name(r) for r in proj["dependencies"] + extras["notebooks"] + extras["serve"] + extras["cuda"]}
     own = {"tffedu", "tests", "hf_models", "benchmarks"}     # the package and the clone's helpers
-    dist = {"yaml": "pyyaml", "starlette": "fastapi"}          # import name -> distribution (that brings it)
+    dist = {"yaml": "pyyaml", "starlette": "fastapi", "IPython": "ipykernel"}   # import name -> distribution (that brings it)
     missing = {}
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         for cell in json.loads(nb.read_text())["cells"]:

@@ -36,7 +36,8 @@ def cuda_driver():
     return drv
 
 # %% auto #0
-__all__ = ['DEVICES', 'normalize_device', 'cuda_driver', 'cuda_context', 'on_cuda_exit', 'cuda_available']
+__all__ = ['DEVICES', 'normalize_device', 'cuda_driver', 'cuda_context', 'on_cuda_exit', 'cuda_available', 'gpu_cell',
+           'load_ipython_extension']
 
 # %% ../notebooks/02_device.ipynb #826cde06
 _CUDA = {"ctx": None}
@@ -127,3 +128,62 @@ def cuda_available() -> bool:
         except DeviceError:
             _available["yes"] = False
     return _available["yes"]
+
+# %% ../notebooks/02_device.ipynb #79d7c63a
+def _run(ip, source: str):
+    "Run `source` in the notebook's namespace; a last expression is the result (as a cell's)."
+    import ast
+    import linecache
+    code = ip.transform_cell(source)                  # %magics and !commands, read as IPython does
+    name = f"<gpu cell {ip.execution_count}>"
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)   # tracebacks show lines
+    tree = ast.parse(code, name)
+    shown = not code.rstrip().endswith(";")          # a trailing ; hides the value, as in a cell
+    last = tree.body.pop() if shown and tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, name, "exec"), ip.user_ns)
+    if last is not None:
+        return eval(compile(ast.Expression(last.value), name, "eval"), ip.user_ns)
+
+
+def _saved_outputs(ip, source: str) -> list:
+    "The outputs saved with this cell in the notebook file, where the front end says which file."
+    import json
+    import os
+    path = os.environ.get("JPY_SESSION_NAME") or ip.user_ns.get("__vsc_ipynb_file__") or ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            cells = json.load(f)["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    src = source.strip()
+    for c in cells:
+        if c.get("cell_type") == "code" and "".join(c.get("source", "")).strip() == src:
+            return c.get("outputs", [])
+    return []
+
+
+def gpu_cell(line: str, cell: str):
+    """`%%gpu`: run the cell where a GPU answers; elsewhere say why not and show the outputs saved
+    with the notebook, so that "Run All" goes on without a GPU."""
+    import sys
+    from IPython import get_ipython
+    from IPython.display import display
+    ip = get_ipython()
+    try:
+        cuda_context()
+    except DeviceError as e:
+        saved = _saved_outputs(ip, f"%%gpu {line}".rstrip() + "\n" + cell)
+        print(f"[%%gpu] not run: {e}." + (" The outputs saved with the notebook:" if saved else
+              " Its outputs from a GPU run are in the notebook file and the book."))
+        for o in saved:
+            if o.get("output_type") == "stream":
+                (sys.stderr if o.get("name") == "stderr" else sys.stdout).write("".join(o["text"]))
+            elif "data" in o:
+                display(o["data"], raw=True, metadata=o.get("metadata", {}))
+        return None
+    return _run(ip, cell)
+
+
+def load_ipython_extension(ip):
+    "`%load_ext tffedu.device`: the `%%gpu` cell magic."
+    ip.register_magic_function(gpu_cell, "cell", "gpu")

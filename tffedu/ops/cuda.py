@@ -27,10 +27,10 @@ from ..errors import DeviceError, ShapeError
 
 # %% auto #0
 __all__ = ['CU_FUNC_NUM_REGS', 'CU_FUNC_MAX_DYNAMIC_SHARED', 'PDL', 'WS_ALIGN', 'ARGMAX_CHUNK', 'device_info', 'device_arch',
-           'libcuda', 'Module', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem', 'time_all', 'time_ms',
-           'copy_bandwidth', 'CudaGraph', 'Kernel', 'kernel', 'launch', 'kind', 'ptr', 'check', 'empty', 'output',
-           'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope', 'qk_norm_rope_pair',
-           'qk_pair_launch', 'add', 'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
+           'libcuda', 'Module', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem', 'kernel_source', 'show_kernel',
+           'time_all', 'time_ms', 'copy_bandwidth', 'CudaGraph', 'Kernel', 'kernel', 'launch', 'kind', 'ptr', 'check',
+           'empty', 'output', 'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope',
+           'qk_norm_rope_pair', 'qk_pair_launch', 'add', 'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
 
 # %% ../../notebooks/10_cuda_basics.ipynb #8185bb4d
 from ..device import cuda_context as context, cuda_driver as _drv, on_cuda_exit
@@ -171,6 +171,60 @@ def set_smem(fn, nbytes: int):
     if nbytes > 48 * 1024:
         fn.set_attribute(CU_FUNC_MAX_DYNAMIC_SHARED, int(nbytes))
     return fn
+
+# %% ../../notebooks/10_cuda_basics.ipynb #4198db0c
+def _close(src: str, i: int, open_: str, close: str) -> int:
+    "The index of the bracket that closes the one at src[i], comments and literals skipped."
+    depth, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            i = src.find("\n", i)
+            i = n if i < 0 else i
+        elif src.startswith("/*", i):
+            i = src.find("*/", i + 2)
+            i = n if i < 0 else i + 1
+        elif c in "\"'":                                     # a string or char literal
+            i += 1
+            while i < n and src[i] != c:
+                i += 2 if src[i] == "\\" else 1
+        elif c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    raise ValueError("unbalanced brackets")
+
+
+_DECL = ("extern", "template", "__global__", "__device__", "static", "//")
+
+
+def kernel_source(file: str, name: str) -> str:
+    """The whole definition of the function `name` in `kernels/<file>`: the comment lines and the
+    declaration lines (template, extern "C", __launch_bounds__) right above it, to its last brace."""
+    src = (kernels_dir() / file).read_text()
+    for m in re.finditer(rf"\b{re.escape(name)}\s*\(", src):
+        try:
+            j = _close(src, m.end() - 1, "(", ")") + 1
+        except ValueError:
+            continue
+        while j < len(src) and (src[j].isspace() or src.startswith("const", j)):
+            j += 5 if src.startswith("const", j) else 1
+        if j >= len(src) or src[j] != "{":
+            continue                                   # a call or a prototype, not the definition
+        lines = src[:src.rfind("\n", 0, m.start()) + 1].splitlines(keepends=True)
+        head = src[len("".join(lines)):m.start()]
+        while lines and lines[-1].strip().startswith(_DECL):
+            head = lines.pop() + head
+        return head + src[m.start():_close(src, j, "{", "}") + 1]
+    raise DeviceError(f"kernels/{file} defines no function {name!r}")
+
+
+def show_kernel(file: str, *names: str) -> None:
+    "Print the functions `names` of `kernels/<file>` whole (kernel_source), a blank line apart."
+    print("\n\n".join(kernel_source(file, n) for n in names))
 
 # %% ../../notebooks/10_cuda_basics.ipynb #42bb4e40
 def time_all(fn, warmup: int = 5, reps: int = 50, stream=None, warmup_ms: float = 20.0) -> np.ndarray:
