@@ -30,6 +30,21 @@ KNOWN = {
     "11_matmul": {"size": _LONG}, "12_attention": {"size": _LONG}, "13_gpu_runtime": {"size": _LONG},
     "14a_engine": {"size": _LONG},
 }
+_RUNS = "prose quotes numbers of other runs: to be read from outputs (issue 28)"
+for _stem in ("11_matmul", "12_attention", "13_gpu_runtime"):
+    KNOWN[_stem]["numbers"] = _RUNS
+
+# measured-looking numbers the prose may quote without an output beside them: constants of the
+# code, a device's data sheet, measurements of another chapter or benchmark (named in the text)
+CITED = {
+    "03a_quant": {"0.5 %"},                  # Q8_0's error, from the table of every type above it
+    "06_planner": {"10 %"},                  # the two allocators' overhead, read off the plot
+    "07_cpu_ops": {"100×", "4×"},            # numpy's float16 fallback; float32 / Q8_0 bytes
+    "09_kvcache": {"85%"},                   # the picture's waste, rounded
+    "10_cuda_basics": {"20 ms", "3.9 µs"},   # time_ms's warm-up; chapter 13's timeline
+    "14a_engine": {"0.2 ms"},                # benchmarks/profile_decode.py's host share
+    "15_serve": {"50 ms"},                   # the health pinger's period
+}
 
 # one sitting (CONTRIBUTING's ~3,500 words, ~400-word markdown cells, ~80-line code cells; the ~
 # is the slack here)
@@ -189,3 +204,33 @@ def test_a_part_is_one_sitting(stem):
     if sum(prose) > PART_WORDS:
         too_long.append(f"{sum(prose)} words of prose")
     assert not too_long, f"{stem}: " + "; ".join(too_long)
+
+
+# a measured number in prose: digits with a unit of time, rate or ratio ("6.5 ms", "1.64×", "38 %")
+MEASURED = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(?:×(?!\s*\d)|x\b(?!\s*\d)|%|ms\b|µs\b|us\b|"
+                      r"t/s|tokens/s|GB/s|TB/s|TFLOP/s|TFLOPS)")
+NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+
+
+def _quoted(number: str, outputs: set) -> bool:
+    "Whether an output number reads as `number` at its precision (2.96 is quoted as 3.0, 4907 as 4,907)."
+    x = number.replace(",", "")
+    places = len(x.split(".")[1]) if "." in x else 0
+    return any(round(y, places) == float(x) for y in outputs)
+
+
+@per_notebook("numbers")
+def test_numbers_in_prose_come_from_outputs(stem):
+    """Every measured number the prose quotes is printed by a cell of the same notebook (a lab
+    note, a `> **Lab note.**` box, may cite an earlier run)."""
+    nb = read(NB[stem])
+    outputs = {float(n.replace(",", "")) for _, c in code_cells(nb) for text in output_texts(c)
+               for n in NUMBER.findall(text)}
+    missing = []
+    for c in nb.cells:
+        if c.cell_type != "markdown":
+            continue
+        prose = re.sub(r"(?ms)^> \*\*Lab note\.\*\*.*?(?=^[^>]|\Z)", "", c.source)
+        missing += [m.group(0) for m in MEASURED.finditer(prose) if not _quoted(m.group(1), outputs)
+                    and m.group(0) not in CITED.get(stem, ())]
+    assert not missing, f"{stem}: prose quotes numbers no output prints: {missing}"
