@@ -15,7 +15,8 @@ def launch_config(n, block=256, max_grid=2 ** 31 - 1):
 
 
 def warp_reduce_sum(lanes):
-    """Exercise 10.2 (medium): what `__shfl_down_sync` does in a warp sum, on 32 float32 lane values:
-    for offset 16, 8, 4, 2, 1 every lane i adds the value of lane i + offset (lanes past 31 add
-    nothing); return lane 0's value, as float32."""
+    """Exercise 10.2 (medium): what `__shfl_xor_sync` does in a warp sum (the butterfly our kernels
+    use), on 32 float32 lane values: for offset 16, 8, 4, 2, 1 every lane i adds the value lane
+    i ^ offset held before the step. Return the 32 lanes' values after the last step (float32):
+    every lane then holds the sum, so no broadcast is needed after it."""
     raise NotImplementedError("ch10: warp_reduce_sum is yours to write")

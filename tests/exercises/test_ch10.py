@@ -22,9 +22,12 @@ def test_ch10_2_warp_reduce_sum(impl):
         v = x.copy()
         for half in (16, 8, 4, 2, 1):               # lane i += lane i + half, for the lanes that matter
             v = (v[:half] + v[half:2 * half]).astype(np.float32)
-        got = impl.warp_reduce_sum(x)
-        assert np.float32(got).tobytes() == v[0].tobytes()
-        assert abs(float(got) - math.fsum(map(float, x))) <= 32 * np.finfo(np.float32).eps * np.abs(x).sum()
+        got = np.asarray(impl.warp_reduce_sum(x))
+        assert got.shape == (32,), f"warp_reduce_sum({x!r}) should give 32 lane values, got shape {got.shape}"
+        # lane 0 adds in the order of the halving tree; every lane ends with a sum of the same pairs
+        assert got.astype(np.float32)[0].tobytes() == v[0].tobytes(), f"lane 0 of warp_reduce_sum({x!r})"
+        assert np.allclose(got, math.fsum(map(float, x)), rtol=0, atol=32 * np.finfo(np.float32).eps * np.abs(x).sum()), \
+            f"every lane holds the sum of {x!r}"
 
 
 WRONG = {"test_ch10_1_launch_config": {"floor": {"launch_config": lambda n, block=256, max_grid=2**31 - 1: (n // block, block)}},
