@@ -137,7 +137,10 @@ def main(argv=None) -> int:
     prompts = make_prompts(256, a.prompt_tokens)
     rows = []
     loads = [("c", c) for c in a.concurrency] + [("r", r) for r in a.rate]
-    asyncio.run(one_request_warmup(a.url, prompts[0], extra))
+    # before measuring, as many short requests at once as the widest load sends: a server that plans
+    # (and captures) a graph per batch size does so outside the timings
+    widest = max([int(c) for c in a.concurrency] + [1])
+    asyncio.run(run_clients(a.url, prompts, widest, widest, 8, extra))
     for kind, x in loads:
         n = a.requests or max(8, 4 * int(x))
         coro = (run_clients(a.url, prompts, int(x), n, a.max_tokens, extra) if kind == "c"
@@ -163,13 +166,6 @@ def main(argv=None) -> int:
     elif a.plot:
         plot(rows, a.plot)
     return 1 if any(r["errors"] for r in rows) else 0
-
-
-async def one_request_warmup(url, prompt, extra):
-    "One request before measuring: the server plans (and captures) its graphs outside the timings."
-    import httpx
-    async with httpx.AsyncClient(timeout=600) as client:
-        await one_request(client, url, prompt, 4, extra)
 
 
 if __name__ == "__main__":
