@@ -234,3 +234,19 @@ def test_numbers_in_prose_come_from_outputs(stem):
         missing += [m.group(0) for m in MEASURED.finditer(prose) if not _quoted(m.group(1), outputs)
                     and m.group(0) not in CITED.get(stem, ())]
     assert not missing, f"{stem}: prose quotes numbers no output prints: {missing}"
+
+
+GLOSSARY = ROOT / "book" / "glossary.md"
+
+
+def _anchor(heading: str) -> str:
+    "MyST's anchor of a heading (myst_heading_anchors): lower case, punctuation dropped, spaces to -."
+    return re.sub(r"\s+", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))
+
+
+def test_glossary_links_land_on_a_term():
+    terms = {_anchor(h) for h in re.findall(r"^#{2,3} (.+)$", GLOSSARY.read_text(), re.M)}
+    for stem, path in NB.items():
+        for c in read(path).cells:
+            for anchor in re.findall(r"glossary\.md#([\w-]+)", c.source if c.cell_type == "markdown" else ""):
+                assert anchor in terms, f"{stem}: links glossary.md#{anchor}, which is no term"

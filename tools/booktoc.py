@@ -49,7 +49,7 @@ def render() -> str:
             if rest:
                 lines.append("        sections:")
                 lines += [f"          - file: notebooks/{s}" for s in rest]
-    lines += ["  - caption: Back matter", "    chapters:", "      - file: book/references"]
+    lines += ["  - caption: Back matter", "    chapters:", "      - file: book/glossary", "      - file: book/references"]
     return "\n".join(lines) + "\n"
 
 
