@@ -34,3 +34,5 @@ def test_every_kernel_comes_out_whole(file, name):
 def test_a_missing_function_is_named():
     with pytest.raises(DeviceError, match="no function 'nope'"):
         kernel_source("rmsnorm.cu", "nope")
+    with pytest.raises(DeviceError, match="no kernel source"):
+        kernel_source("nope.cu", "rmsnorm_v1")

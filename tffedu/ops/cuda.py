@@ -204,7 +204,10 @@ _DECL = ("extern", "template", "__global__", "__device__", "static", "//")
 def kernel_source(file: str, name: str) -> str:
     """The whole definition of the function `name` in `kernels/<file>`: the comment lines and the
     declaration lines (template, extern "C", __launch_bounds__) right above it, to its last brace."""
-    src = (kernels_dir() / file).read_text()
+    path = kernels_dir() / file
+    if not path.is_file():
+        raise DeviceError(f"no kernel source {path}")
+    src = path.read_text()
     for m in re.finditer(rf"\b{re.escape(name)}\s*\(", src):
         try:
             j = _close(src, m.end() - 1, "(", ")") + 1
