@@ -124,7 +124,9 @@ BAD_FLAGS = {
     "bench": [["-p", "x"], ["-n", "-1"], ["--device", "tpu"]],
     "inspect": [["a", "b"], ["--nope"]],
     "serve": [["--port", "70000"], ["--port", "x"], ["--port", "-1"], ["--max-batch", "0"],
-              ["--max-queue", "-1"], ["--kv-tokens", "0"], ["--n-ctx", "0"], ["--device", "tpu"]],
+              ["--max-queue", "-1"], ["--kv-tokens", "0"], ["--n-ctx", "0"], ["--device", "tpu"],
+              ["--kv-memory", "0"], ["--kv-memory", "1.5"], ["--kv-memory", "nan"],
+              ["--kv-memory", "0.5", "--kv-tokens", "4096"]],
 }
 
 

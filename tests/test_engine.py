@@ -538,3 +538,8 @@ def test_a_new_shared_engine_replaces_the_old_one(model):
     old = engine_of(model)
     new = engine_of(model, max_batch=3)
     assert new is engine_of(model) and new is not old and new.scheduler.max_batch == 3
+
+
+def test_pages_are_counted_or_sized_not_both(model):
+    with pytest.raises(EngineError, match="not both"):
+        Engine(model, num_pages=8, kv_memory=0.5)

@@ -349,6 +349,8 @@ def _check_before_loading(sub, args):
         raise TffeduError("stdin is closed: tffedu chat reads the conversation from it")
     if args.cmd in _WRITES_STDOUT and sys.stdout is None:   # started with stdout closed (>&-)
         raise TffeduError(f"stdout is closed: tffedu {args.cmd} writes its output there")
+    if args.cmd == "serve" and args.kv_memory is not None and args.kv_tokens is not None:
+        sub.error("give --kv-tokens (the pages) or --kv-memory (a share of the memory), not both")
     if args.cmd == "generate":
         if args.prompt is not None and args.prompt_pos is not None:
             sub.error("give the prompt once: positionally or with -p")

@@ -331,6 +331,8 @@ class Engine:
             if val is not None and (isinstance(val, bool) or not isinstance(val, (int, np.integer))
                                     or val < 1):
                 raise EngineError(f"Engine: {name} must be an integer >= 1, got {val!r}")
+        if num_pages is not None and kv_memory is not None:
+            raise EngineError("Engine: give num_pages or kv_memory (the pages from a share of the memory), not both")
         self.model = model
         num_pages = num_pages or kv_pages(model, page_size, kv_memory)
         max_batch, token_budget = max_batch or MAX_BATCH, token_budget or TOKEN_BUDGET[model.device]
