@@ -228,3 +228,67 @@ def test_an_abandoned_stream_stops_computing_and_gives_its_pages_back(model):
         assert first + "".join(s) == want                 # and it resumes, exactly
     finally:
         model._engine = saved
+
+
+# --- a model file that changes under its map (chapter 03: map_file / check_unchanged) ------------
+
+CHANGE = """
+import os, sys, time
+import tffedu
+from tffedu.errors import TffeduError
+path, how = sys.argv[1], sys.argv[2]
+m = tffedu.load(path, n_ctx=64)
+first = m.generate([5, 6, 7], max_new_tokens=4).tokens
+target = path if os.path.isfile(path) else os.path.join(path, "model.safetensors")
+size = os.path.getsize(target)
+if how == "truncate":
+    os.truncate(target, size // 2)
+elif how == "overwrite":                   # same size, other bytes, a later modification time
+    with open(target, "r+b") as f:
+        f.seek(size - 4096)
+        f.write(os.urandom(4096))
+    os.utime(target, ns=(time.time_ns(), time.time_ns() + 10**9))
+elif how == "replace":                     # a new file renamed over the old: ours is untouched
+    with open(target + ".new", "wb") as f:
+        f.write(b"not a model")
+    os.replace(target + ".new", target)
+try:
+    again = m.generate([5, 6, 7], max_new_tokens=4).tokens
+    print("same" if again == first else "different")
+except TffeduError as e:
+    print(type(e).__name__, e)
+"""
+
+
+def changed_under_the_map(path, how):
+    "Run the scenario in a child: a SIGBUS there is a failed test, not a dead test run."
+    r = subprocess.run([sys.executable, "-c", CHANGE, str(path), how], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, f"the process died ({r.returncode}): {r.stderr[-500:]}"
+    return r.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def tiny_files(tmp_path_factory):
+    hf = tiny_qwen3(seed=3)
+    return hf, tmp_path_factory.mktemp("change")
+
+
+@pytest.mark.parametrize("how", ["truncate", "overwrite"])
+def test_a_gguf_changed_under_the_map_is_an_error_not_a_crash(tiny_files, how):
+    hf, d = tiny_files
+    out = changed_under_the_map(write_gguf(hf, d / f"{how}.gguf", "F32"), how)
+    assert out.startswith("GGUFError") and "changed on disk since it was opened" in out, out
+
+
+def test_a_gguf_replaced_by_rename_keeps_generating(tiny_files):
+    hf, d = tiny_files
+    assert changed_under_the_map(write_gguf(hf, d / "replace.gguf", "F32"), "replace") == "same"
+
+
+def test_an_hf_folder_truncated_under_the_map_is_an_error(tiny_files):
+    hf, d = tiny_files
+    folder = d / "hf"
+    hf.save_pretrained(folder, safe_serialization=True)
+    out = changed_under_the_map(folder, "truncate")
+    assert out.startswith("SafetensorsError") and "changed on disk" in out, out

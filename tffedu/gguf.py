@@ -13,6 +13,7 @@ import mmap
 import os
 import stat
 import struct
+import weakref
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -24,7 +25,7 @@ from .tensor import DTYPES
 
 # %% auto #0
 __all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'MAX_METADATA_VALUES', 'ValueType',
-           'TensorInfo', 'open_regular', 'read_text', 'read_json', 'GGUFFile']
+           'TensorInfo', 'open_regular', 'read_text', 'read_json', 'map_file', 'check_unchanged', 'GGUFFile']
 
 # %% ../notebooks/03_gguf.ipynb #872fec63
 GGUF_MAGIC = b"GGUF"
@@ -267,6 +268,34 @@ def read_json(path, limit: int, error=GGUFError):
     except (ValueError, RecursionError) as e:   # RecursionError: "[[[[..." nested too deep
         raise error(f"{path}: not valid JSON ({str(e)[:120]})") from None
 
+# %% ../notebooks/03_gguf.ipynb #acef5726
+def map_file(path, min_size: int, what: str, error=GGUFError):
+    """(read-only mmap of `path`, its stamp): the stamp is the open file descriptor and the size and
+    modification time it had, for `check_unchanged`. `error` if it is smaller than `min_size`."""
+    try:
+        with open_regular(path, error) as f:
+            st = os.fstat(f.fileno())
+            if st.st_size < min_size:
+                raise error(f"{path}: {st.st_size} bytes is too small for {what} ({min_size} bytes)")
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            fd = os.dup(f.fileno())                 # fstat this inode later, whatever the name becomes
+    except OSError as e:
+        raise error(f"{path}: cannot map ({e.strerror or e})") from e
+    weakref.finalize(mm, os.close, fd)
+    return mm, (fd, st.st_size, st.st_mtime_ns, error)
+
+
+def check_unchanged(path, stamp) -> None:
+    "The stamp's error if the mapped file's size or modification time is not what it was."
+    fd, size, mtime, error = stamp
+    try:
+        st = os.fstat(fd)
+    except OSError:                                 # closed: the map is gone, nothing reads it
+        return
+    if (st.st_size, st.st_mtime_ns) != (size, mtime):
+        raise error(f"{path} changed on disk since it was opened ({size} -> {st.st_size} bytes, "
+                    f"modified again): its mapped bytes are no longer the model; load it again")
+
 # %% ../notebooks/03_gguf.ipynb #987191d7
 class GGUFFile:
     """A GGUF file mapped read-only. `metadata`: key -> value; `tensors`: name -> TensorInfo;
@@ -274,20 +303,17 @@ class GGUFFile:
 
     def __init__(self, path):
         self.path = os.fspath(path)
-        try:
-            with open_regular(self.path) as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < 24:
-                    raise GGUFError(f"{self.path}: {size} bytes is too small for a GGUF header "
-                                    f"(24 bytes)")
-                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except OSError as e:
-            raise GGUFError(f"{self.path}: cannot map ({e.strerror or e})") from e
+        self._mm, self._stamp = map_file(self.path, 24, "a GGUF header")
         try:
             self._parse(_Cursor(self._mm, self.path))
         except BaseException:
             self.close()
             raise
+
+    def check_unchanged(self):
+        "GGUFError if the file was truncated or rewritten since it was mapped (see `map_file`)."
+        if self._mm is not None:
+            check_unchanged(self.path, self._stamp)
 
     def close(self):
         "Unmap the file. Views still alive keep the mapping until they die (Python refuses to unmap)."

@@ -69,6 +69,7 @@ class Model:
         self.eos_ids = self._eos_ids()
         if warm and device == "cpu":
             self._warm()
+        source.check_unchanged()        # the file was read whole: was it the same file throughout?
 
     def _check_weights(self, names):
         need = {n.name for n in self.creator.build_graph(1).nodes if n.kind == "weight"}

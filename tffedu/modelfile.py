@@ -66,6 +66,7 @@ class GGUFModel:
     def shape(self, name) -> tuple[int, ...]: return self.file._info(name).shape
     def tensor(self, name): return self.file.tensor(name)
     def float32(self, name) -> np.ndarray: return dequantize_tensor(self.file, name)
+    def check_unchanged(self): self.file.check_unchanged()   # chapter 03: before the map is read
     def close(self): self.file.close()
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()

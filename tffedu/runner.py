@@ -66,6 +66,7 @@ def device_weights(model) -> dict:
                 n, b = converted.get(kind, (0, 0))
                 converted[kind] = (n + 1, b + t.nbytes)
             out[name] = t.to("cuda")
+        model.source.check_unchanged()             # chapter 03: the bytes read were the file's
         for kind, (n, b) in converted.items():
             print(f"tffedu: {n} {kind} weight(s) dequantized to F16 for the GPU ({b / 2**20:.0f} MiB); "
                   f"the CUDA kernels read {', '.join(GPU_WEIGHTS)}", file=sys.stderr)
@@ -256,6 +257,8 @@ def launch(self: ModelRunner, inp: StepInput) -> Pending:
     if self.device == "cuda":
         from tffedu.device import cuda_context
         cuda_context()                             # current on this thread too
+    else:                                          # the CPU reads the mapped file (norms, embeddings)
+        self.model.source.check_unchanged()        # every step: see chapter 03
     key = inp.bucket
     kind, N = key[:2]
     ex = self.executor(*key)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import glob
 import json
-import mmap
 import os
 import re
 import struct
@@ -22,7 +21,7 @@ import numpy as np
 from .config import check_tensors, config_from_hf
 from .errors import ConfigError, ModelError, SafetensorsError
 from .factory import patch
-from .gguf import open_regular, read_json
+from .gguf import check_unchanged, map_file, read_json
 from .quant import dequantize
 
 # %% auto #0
@@ -63,16 +62,9 @@ class SafetensorsFile:
 
     def __init__(self, path):
         self.path = os.fspath(path)
+        self._mm, self._stamp = map_file(self.path, 8, "safetensors", SafetensorsError)
         try:
-            with open_regular(self.path, SafetensorsError) as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < 8:
-                    raise SafetensorsError(f"{self.path}: {size} bytes is too small for safetensors")
-                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except OSError as e:
-            raise SafetensorsError(f"{self.path}: cannot map ({e.strerror or e})") from e
-        try:
-            self._parse(size)
+            self._parse(len(self._mm))
         except BaseException:
             self.close()
             raise
@@ -90,6 +82,11 @@ class SafetensorsFile:
         a = np.frombuffer(self._mm, ST_DTYPES[t.dtype][0], count=t.nbytes // np.dtype(
             ST_DTYPES[t.dtype][0]).itemsize, offset=t.offset)
         return a.reshape(t.shape)
+
+    def check_unchanged(self):
+        "SafetensorsError if the file was truncated or rewritten since it was mapped (chapter 03)."
+        if self._mm is not None:
+            check_unchanged(self.path, self._stamp)
 
     def close(self):
         mm, self._mm = getattr(self, "_mm", None), None
@@ -203,6 +200,11 @@ class HFModel:
         except BaseException:
             self.close()
             raise
+
+    def check_unchanged(self):
+        "SafetensorsError if a file of the folder changed since it was opened."
+        for f in self.files:
+            f.check_unchanged()
 
     def close(self):
         for f in self.files:
