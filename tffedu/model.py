@@ -69,7 +69,6 @@ class Model:
         self.eos_ids = self._eos_ids()
         if warm and device == "cpu":
             self._warm()
-        source.check_unchanged()        # the file was read whole: was it the same file throughout?
 
     def _check_weights(self, names):
         need = {n.name for n in self.creator.build_graph(1).nodes if n.kind == "weight"}
@@ -85,6 +84,7 @@ class Model:
         for name, w in self.weights.items():
             if len(w.shape) == 2 and name not in skip:
                 as_f32(w)
+        self.source.check_unchanged()       # chapter 03: the bytes just read were the file's
 
     def _eos_ids(self) -> set[int]:
         "Tokens that end generation: the tokenizer's end-of-generation set (EOS, EOT, <|im_end|>...)."
