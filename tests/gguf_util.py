@@ -18,7 +18,7 @@ BLOCKS = {  # name -> (block_size, type_size), from gguf-py itself
 # byte ranges of the float16 scales inside one block of each format (ggml-common.h)
 F16_FIELDS = {
     "Q8_0": [0], "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2],
-    "Q4_K": [0, 2], "Q6_K": [208],
+    "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
 }
 
 

@@ -5,9 +5,10 @@
 following llama.cpp's convert_hf_to_gguf.py: tensor names `blk.N.attn_q.weight` ..., the Q/K row
 permutation for llama (so the engine must use the adjacent-pairs RoPE; q/k biases permuted too),
 1-D norms and biases kept in F32,
-2-D weights stored as F32/F16/BF16/Q8_0 via `gguf.quants.quantize`. For a lossy type the HF
-model's weights are replaced by the dequantized values (gguf-py's own `dequantize`) so HF and the
-GGUF describe the *same* function: tests then compare our logits against HF's.
+2-D weights stored as F32/F16/BF16/Q8_0/Q4_0/... (`tffedu.quant.quantize`, the ggml reference
+rounding) or as a llama.cpp file type that mixes them (`Q4_K_M`: `FILE_RECIPES`). For a lossy type
+the HF model's weights are replaced by the dequantized values (gguf-py's own `dequantize`) so HF
+and the GGUF describe the *same* function: tests then compare our logits against HF's.
 
 The vocabulary is a truncated copy of the real Qwen2/Qwen3 byte-level BPE (first `n_regular`
 tokens, the merges that stay inside them, and the three chat special tokens), so the tokenizer
@@ -27,6 +28,7 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 
 import tffedu.model
+from tffedu.quant import quantize
 from tffedu.sampling import picker
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"  # the real vocabularies (tests/data/README.md)
@@ -35,8 +37,31 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
                  "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
                  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
-WTYPES = {"F32": QT.F32, "F16": QT.F16, "BF16": QT.BF16, "Q8_0": QT.Q8_0}
-FILE_TYPE = {"F32": 0, "F16": 1, "Q8_0": 7, "BF16": 32}  # llama_ftype values (general.file_type)
+# llama_ftype values (general.file_type) of the file types written here
+FILE_TYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
+             "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "BF16": 32}
+# a K-quant file type: (base type, the type of attn_v / ffn_down in the layers that get more bits
+# and of output.weight) — llama.cpp's llama_tensor_get_type for these types
+FILE_RECIPES = {"Q4_K_M": ("Q4_K", "Q6_K"), "Q5_K_M": ("Q5_K", "Q6_K"), "Q6_K": ("Q6_K", "Q6_K")}
+K_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}   # rows not a multiple of 256
+
+
+def _use_more_bits(i: int, n: int) -> bool:
+    "llama.cpp's use_more_bits: the first and last eighth of the layers and every third between."
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def tensor_type(wtype: str, gname: str, n_layer: int, row: int) -> str:
+    "The type a 2-D tensor gets in a file of type `wtype` (a plain type, or a FILE_RECIPES key)."
+    if wtype not in FILE_RECIPES:
+        return wtype
+    base, more = FILE_RECIPES[wtype]
+    t = base
+    if gname == "output.weight":
+        t = more
+    elif gname.endswith((".attn_v.weight", ".ffn_down.weight")) and _use_more_bits(int(gname.split(".")[1]), n_layer):
+        t = more
+    return K_FALLBACK[t] if row % 256 and t in K_FALLBACK else t
 
 
 # --------------------------------------------------------------------------------------- vocab
@@ -158,7 +183,6 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     cfg = model.config
     arch = cfg.model_type                     # "qwen3", "llama" or "qwen2"
     assert arch in ("qwen3", "llama", "qwen2"), arch
-    qtype = WTYPES[wtype]
     path = pathlib.Path(path)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-random-{arch}")
@@ -205,9 +229,12 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
             if data.ndim == 1:                      # norms and biases stay F32, like llama.cpp
                 q, raw = data, None
             else:
-                q = gguf.quants.quantize(data, qtype)
-                p.copy_(torch.from_numpy(gguf.quants.dequantize(q, qtype).reshape(data.shape).copy()))
-                raw = None if qtype in (QT.F32, QT.F16) else qtype
+                t = tensor_type(wtype, gname, cfg.num_hidden_layers, data.shape[1])
+                if t in ("F32", "F16"):
+                    q, raw = data.astype(np.float32 if t == "F32" else np.float16), None
+                else:
+                    q, raw = quantize(data, t), QT[t]
+                p.copy_(torch.from_numpy(gguf.quants.dequantize(q, QT[t]).reshape(data.shape).copy()))
             if arch == "llama" and ".attn_q." in gname:     # weight rows and bias values alike
                 q = llama_permute(q, cfg.num_attention_heads, cfg.num_attention_heads)
             elif arch == "llama" and ".attn_k." in gname:

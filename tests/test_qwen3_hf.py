@@ -37,6 +37,17 @@ CASES = {
     "qwen2-gqa7-tied-hidden112": (tiny_qwen2, dict(hidden=112, heads=7, kv_heads=1, ffn=192, tied=True), "F32"),
     "qwen2-mha-3layers-BF16": (tiny_qwen2, dict(hidden=96, heads=3, kv_heads=3, layers=3), "BF16"),
     "qwen2-gqa4-Q8_0": (tiny_qwen2, dict(hidden=64, heads=8, kv_heads=2), "Q8_0"),
+    # the files people download: llama.cpp's mixes (Q4_K_M: Q4_K, with Q6_K for output, attn_v and
+    # ffn_down in the layers that get more bits; rows that are not whole 256-blocks fall back to
+    # Q5_0/Q5_1/Q8_0 as llama-quantize does) and the 32-weight formats
+    "qwen3-hidden256-Q4_K_M": (tiny_qwen3, dict(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=512,
+                                                 layers=3), "Q4_K_M"),
+    "llama-hidden256-tied-Q5_K_M": (tiny_llama, dict(hidden=256, heads=4, kv_heads=1, ffn=768), "Q5_K_M"),
+    "qwen3-hidden256-Q6_K": (tiny_qwen3, dict(hidden=256, heads=2, kv_heads=1, head_dim=128, ffn=256,
+                                               tied=True), "Q6_K"),
+    "qwen3-fallbacks-Q4_K_M": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=32, ffn=256), "Q4_K_M"),
+    "llama-gqa4-Q4_0": (tiny_llama, dict(hidden=64, heads=4, kv_heads=1, tied=False), "Q4_0"),
+    "qwen2-gqa4-Q5_1": (tiny_qwen2, dict(hidden=96, heads=6, kv_heads=2, ffn=160), "Q5_1"),
 }
 
 

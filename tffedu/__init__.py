@@ -25,7 +25,7 @@ Modules:
 - `tffedu.ops.cuda_attention`: CUDA backend, part 3 (chapter 12): flash attention (prefill) and paged decode attention.
 - `tffedu.ops.cuda_matmul`: CUDA backend, part 2 (chapter 11): the matmul ladder and the Q8_0 GEMV.
 - `tffedu.planner`: The memory planner (chapter 06): an offset in one arena for every intermediate tensor.
-- `tffedu.quant`: Quantized block formats of ggml and their dequantization in vectorized numpy (chapter 03).
+- `tffedu.quant`: Quantized block formats of ggml, dequantized and quantized in vectorized numpy (chapter 03).
 - `tffedu.runner`: The runner (chapter 13): one step of a model's paged graph on a device — the GPU runtime.
 - `tffedu.runtime`: The executor (chapter 06, part 2: 06a): runs a planned graph on a backend with the ops of the op registry.
 - `tffedu.safetensors`: safetensors reader on mmap, and Hugging Face model folders (config.json + *.safetensors) as models with GGUF tensor names (chapter 03c).
