@@ -4,7 +4,8 @@
 #
 #   llamacpp_source SRC         where the source is and the build goes; sets LLAMA_BIN
 #   llamacpp_build LOG TARGET...  builds the TARGETs (CUDA, for this GPU) there
-#   race_model NAME             prints the path of NAME's file (benchmarks/make_gguf.py)
+#   race_model NAME             prints the path of NAME's file (benchmarks/make_gguf.py); NAME-TYPE
+#                               (qwen3-8b-q4_k_m) is NAME's file requantized by llama-quantize
 #
 # SRC is llama.cpp's source: a folder (built in SRC/build) or a .tar.gz/.tar.xz of one (unpacked
 # beside the build folder, built in WORK/build). LLAMA_BUILD=DIR builds in DIR instead and keeps
@@ -41,11 +42,16 @@ llamacpp_build() {  # LOG TARGET...: builds the targets in LLAMA_BUILD_DIR (afte
 }
 
 race_model() {
-    local dir=${MODELS_DIR:-$WORK/models}
+    local dir=${MODELS_DIR:-$WORK/models} base=${1%%-q*}
     mkdir -p "$dir"
-    if [ ! -s "$dir/$1.gguf" ]; then   # written aside, then renamed: a killed run leaves no half file
-        "$PYTHON" benchmarks/make_gguf.py "$1" "$dir/$1.gguf.part" >&2 && mv "$dir/$1.gguf.part" "$dir/$1.gguf" \
+    if [ ! -s "$dir/$base.gguf" ]; then   # written aside, then renamed: a killed run leaves no half file
+        "$PYTHON" benchmarks/make_gguf.py "$base" "$dir/$base.gguf.part" >&2 && mv "$dir/$base.gguf.part" "$dir/$base.gguf" \
             || return 1
+    fi
+    if [ "$base" != "$1" ] && [ ! -s "$dir/$1.gguf" ]; then   # NAME-TYPE: the Q8_0 file requantized by llama.cpp
+        [ -x "${LLAMA_BIN:-}/llama-quantize" ] || { echo "race_model $1: build llama-quantize first" >&2; return 1; }
+        "$LLAMA_BIN/llama-quantize" --allow-requantize "$dir/$base.gguf" "$dir/$1.gguf.part" "$(echo "${1#"$base"-}" | tr a-z A-Z)" \
+            > "$dir/$1.quantize.log" 2>&1 && mv "$dir/$1.gguf.part" "$dir/$1.gguf" || { tail -3 "$dir/$1.quantize.log" >&2; return 1; }
     fi
     echo "$dir/$1.gguf"
 }

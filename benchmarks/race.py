@@ -80,7 +80,12 @@ def generate_batch_row(model, prompts) -> dict:
 
 def run_tffedu(model_path: str, out: str, batch_sizes=()) -> None:
     import tffedu
+    from tffedu.runner import device_weights
     model = tffedu.load(model_path, device="cuda")
+    on_gpu = sum(t.nbytes for t in device_weights(model).values())
+    in_file = sum(t.nbytes for t in model.weights.values())
+    print(f"weights: {on_gpu / 2**30:.2f} GiB on the GPU for {in_file / 2**30:.2f} GiB of file tensors "
+          f"({on_gpu / in_file:.3f}x)", flush=True)
     out, rows = pathlib.Path(out), []
 
     def emit(r):
@@ -160,9 +165,9 @@ def table(out_dir: str) -> None:
     print("| --- | --- | ---: | ---: | ---: |")
     for tf in sorted(d.glob("tf_*.json")):
         name = tf.stem[3:]
-        model = name + "-q8_0"
+        model = name if name.count("-") > 1 else name + "-q8_0"     # a requantized file's name has its type
         lc = {}
-        for f in sorted(d.glob(f"lc_{name}*.json")):
+        for f in [d / f"lc_{name}.json", *sorted(d.glob(f"lc_{name}_d*.json"))]:
             lc.update(llama_rows(f))
         batched = d / f"lc_{name}_batched.jsonl"
         lcb = llama_batched_rows(batched) if batched.exists() else {}

@@ -18,7 +18,8 @@
 # batched decode sweep: per B both sides' t/s and ms per step), gpu.txt, race_raw.tgz (every raw
 # output and log).
 #
-# MODELS="qwen3-0.6b qwen3-8b": the files raced: pp512, tg128, tg128@d2048 (+ tffedu's eager tg128).
+# MODELS="qwen3-0.6b qwen3-8b": the files raced: pp512, tg128, tg128@d2048 (+ tffedu's eager tg128);
+#   NAME-TYPE (qwen3-8b-q4_k_m, qwen3-8b-q6_k, ...) is NAME's Q8_0 file requantized by llama-quantize.
 # BATCH_MODELS="qwen3-8b" (of MODELS; "" for none): also pp2048 and batch{B} for B in NPL=1,4,8,16,32:
 #   llama-batched-bench -npp 128 -ntg 128 -npl $NPL (S_TG t/s) against tffedu.engine.measure_decode
 #   (B random 128-token prompts, 128 new tokens each, aggregate decode t/s).
@@ -60,11 +61,11 @@ BATCH_MODELS=${BATCH_MODELS-"qwen3-8b"}
 NPL=${NPL:-1,4,8,16,32}
 REPS=${REPS:-3}
 
-(for m in $MODELS; do race_model "$m" > /dev/null || exit 1; done) > "$RAW/make_gguf.log" 2>&1 &
+(for m in $MODELS; do race_model "${m%%-q*}" > /dev/null || exit 1; done) > "$RAW/make_gguf.log" 2>&1 &
 gen=$!
 t0=$(date +%s)
 llamacpp_source "$LLAMA_CPP" || exit 1
-llamacpp_build "$RAW/llama_build.log" llama-bench llama-batched-bench &
+llamacpp_build "$RAW/llama_build.log" llama-bench llama-batched-bench llama-quantize &
 build=$!
 if [ -n "${DURING_BUILD:-}" ]; then timeout -k 10 "$(cap "${DURING_BUILD_S:-360}")" bash -c "$DURING_BUILD"; fi
 wait $build || exit 1

@@ -79,8 +79,10 @@ def test_import_does_not_touch_pycuda():
 def test_registry_points_at_the_launchers(C):
     from tffedu.factory import OPS
     import tffedu.ops.cuda_attention as A
-    for name in ("rmsnorm", "rope", "qk_norm_rope", "qk_norm_rope_pair", "swiglu", "add", "get_rows", "softmax", "argmax", "cast"):
+    import tffedu.ops.cuda_matmul as M
+    for name in ("rmsnorm", "rope", "qk_norm_rope", "qk_norm_rope_pair", "swiglu", "add", "softmax", "argmax", "cast"):
         assert OPS.get(name, "cuda") is getattr(C, name)
+    assert OPS.get("get_rows", "cuda") is M.embedding      # chapter 11: the lookup kernel of each weight type
     for name in ("attention", "paged_attention", "paged_attention_decode", "kv_store"):
         assert OPS.get(name, "cuda") is getattr(A, name)
 

@@ -35,6 +35,16 @@ SHAPES = [
                                                                  rope_scaling={"rope_type": "linear", "factor": 4.0}), "F16", 5e-3),
     ("qwen2 h128 8/2 hd16 q/k/v biases Q8_0", lambda: tiny_qwen2(hidden=128, heads=8, kv_heads=2, ffn=256, seed=8), "Q8_0", 3e-2),
     ("qwen2 h96 6/1 hd16 tied F16", lambda: tiny_qwen2(hidden=96, heads=6, kv_heads=1, tied=True, seed=9), "F16", 5e-3),
+    # the files people download (llama.cpp's mixes; chapter 11a's kernels read them as stored)
+    ("qwen3 h256 4/2 hd64 Q4_K_M", lambda: tiny_qwen3(hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=512,
+                                                      seed=10), "Q4_K_M", 3e-2),
+    ("llama h256 4/1 hd64 tied Q5_K_M", lambda: tiny_llama(hidden=256, heads=4, kv_heads=1, ffn=768, seed=11), "Q5_K_M", 3e-2),
+    ("qwen3 h256 2/1 hd128 tied Q6_K", lambda: tiny_qwen3(hidden=256, heads=2, kv_heads=1, head_dim=128, ffn=256,
+                                                          tied=True, seed=12), "Q6_K", 3e-2),
+    ("llama h128 8/1 hd16 untied Q4_0", lambda: tiny_llama(hidden=128, heads=8, kv_heads=1, tied=False, seed=13), "Q4_0", 3e-2),
+    ("qwen2 h96 6/2 hd16 Q5_1", lambda: tiny_qwen2(hidden=96, heads=6, kv_heads=2, ffn=160, seed=14), "Q5_1", 3e-2),
+    ("qwen3 h64 8/2 hd32 fallbacks Q4_K_M", lambda: tiny_qwen3(hidden=64, heads=8, kv_heads=2, head_dim=32, ffn=256,
+                                                               seed=15), "Q4_K_M", 3e-2),
 ]
 
 
@@ -44,9 +54,11 @@ def load_cuda(path, **kw):
 
 
 @pytest.mark.parametrize("name,make,wtype,tol", SHAPES, ids=[s[0] for s in SHAPES])
-def test_logits_and_greedy_match_hf(tmp_path, name, make, wtype, tol):
+def test_logits_and_greedy_match_hf(tmp_path, name, make, wtype, tol, capfd):
     hf = make()
     m = load_cuda(write_gguf(hf, tmp_path / "m.gguf", wtype), n_ctx=256)
+    m.logits([1])
+    assert "dequantized to F16" not in capfd.readouterr().err      # every type read as stored
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 400, 60).tolist()
     for n in (1, 7, 60):                           # GEMV rows, a small prefill, a GEMM prefill

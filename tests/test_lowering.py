@@ -30,6 +30,9 @@ def files(tmp_path_factory):
                                       d / "q32.gguf", "Q8_0"),
         "qwen3 F16": write_gguf(tiny_qwen3(hidden=64, layers=2, heads=4, kv_heads=2, ffn=128, seed=5),
                                 d / "f.gguf", "F16"),
+        # llama.cpp's mix: Q4_K, with Q6_K for attn_v and ffn_down in the layers that get more bits
+        "qwen3 Q4_K_M": write_gguf(tiny_qwen3(hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=512,
+                                              seed=7), d / "k.gguf", "Q4_K_M"),
     }
 
 
@@ -116,3 +119,31 @@ def test_fused_decode_equals_unfused_on_the_gpu(files, name, monkeypatch):
     fused = run()
     monkeypatch.setitem(R.LOWERINGS, "cuda", [[R._fuse_qk_norm_rope]])
     assert run() == fused
+
+
+@pytest.mark.parametrize("B", [1, 8])
+def test_decode_of_a_mixed_k_quant_file_fuses_too(files, B):
+    """Every GEMV epilogue fires for a Q4_K_M file (chapter 11a's kernels read its types); q, k and v
+    share one launch only where they share a type (a Q6_K attn_v runs alone, from the same packed
+    activations)."""
+    m = tffedu.load(files["qwen3 Q4_K_M"])
+    types = {n: w.dtype.name for n, w in m.weights.items()}
+    L = m.config.n_layer
+    mixed = sum(types[f"blk.{i}.attn_v.weight"] != types[f"blk.{i}.attn_q.weight"] for i in range(L))
+    assert 0 < mixed < L                                        # the file really mixes them
+    ops, _ = ops_of(files["qwen3 Q4_K_M"], "decode", B, B)
+    assert ops["matmul_swiglu"] == L and ops["matmul_add"] == 2 * L and ops["rmsnorm_q8"] == 2 * L + 1
+    assert ops["swiglu"] == ops["add"] == ops["matmul"] == ops["rmsnorm"] == 0
+    assert ops["matmul_cat"] == L and ops["matmul_q8"] == 1 + mixed
+
+
+def test_gate_and_up_of_two_types_stay_two_matmuls(tmp_path, monkeypatch):
+    "One kernel reads both weights of matmul_swiglu: a file whose ffn_up has another type than ffn_gate keeps them apart."
+    import hf_models
+    plain = hf_models.tensor_type
+    monkeypatch.setattr(hf_models, "tensor_type",
+                        lambda wtype, g, n, row: "Q6_K" if g.endswith("ffn_up.weight") else plain(wtype, g, n, row))
+    path = write_gguf(tiny_qwen3(hidden=256, layers=2, heads=4, kv_heads=2, head_dim=64, ffn=512, seed=8),
+                      tmp_path / "m.gguf", "Q4_K_M")
+    ops, L = ops_of(path, "decode", 1, 1)
+    assert ops["matmul_swiglu"] == 0 and ops["swiglu"] == L

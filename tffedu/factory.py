@@ -134,7 +134,7 @@ class ModuleFactory:
 # Modules that register ops for each backend, imported on first use of that backend.
 BACKEND_MODULES: dict[str, tuple[str, ...]] = {
     "cpu": ("tffedu.ops.cpu", "tffedu.kvcache"),
-    "cuda": ("tffedu.ops.cuda", "tffedu.ops.cuda_matmul", "tffedu.ops.cuda_attention"),
+    "cuda": ("tffedu.ops.cuda", "tffedu.ops.cuda_matmul", "tffedu.ops.cuda_quant", "tffedu.ops.cuda_attention"),
 }
 
 
@@ -182,10 +182,9 @@ class OpRegistry:
 
     def get(self, op: str, backend: str) -> Callable:
         key = (_norm_key(op), _norm_key(backend))
-        fn = self._fns.get(key)
-        if fn is None:
+        if key[1] not in self._loaded:   # first use: all its modules (later ones extend earlier tables)
             self.load_backend(key[1])
-            fn = self._fns.get(key)
+        fn = self._fns.get(key)
         if fn is None:
             have = self.backends(op)
             if have:

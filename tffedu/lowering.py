@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from .errors import GraphError
+from .factory import OPS
 from .graph import Graph, Node, fuse, register_op
 from . import kvcache as _kvcache  # noqa: F401  (paged_attention_varlen's shape rule, chapter 09)
 from .tensor import F32, I8, I32
@@ -90,7 +91,8 @@ def _fuse_gate_up(n: Node, users) -> Node | None:
         return None
     g, u = n.inputs
     if (all(m.kind == "op" and m.op == "matmul" and users[m] == [n] and _fuses(m) for m in (g, u))
-            and g.inputs[0] is u.inputs[0] and g.inputs[1].shape == u.inputs[1].shape):
+            and g.inputs[0] is u.inputs[0] and g.inputs[1].shape == u.inputs[1].shape
+            and g.inputs[1].dtype == u.inputs[1].dtype):             # one kernel reads both
         return replace(n, op="matmul_swiglu", inputs=(g.inputs[0], g.inputs[1], u.inputs[1]), attrs={})
     return None
 
@@ -275,6 +277,7 @@ LOWERINGS = {"cpu": [], "cuda": [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmu
 
 def lower(graph: Graph, backend: str) -> Graph:
     "The graph with the backend's fusion passes applied (the same graph when it has none)."
+    OPS.load_backend(backend)                  # its rules ask its kernels (every chapter's) what they fuse
     for rules in LOWERINGS.get(backend, []):
         graph = rules(graph) if callable(rules) else fuse(graph, rules)
     return graph

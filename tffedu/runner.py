@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 
 from .errors import AllocationError, GraphError, KVCacheError
-from .factory import patch
+from .factory import OPS, patch
 from .graph import Node
 from .kvcache import KVCache
 from .lowering import STEP_KINDS, PagedGraphs, lower
@@ -50,6 +50,7 @@ def device_weights(model) -> dict:
     model (kept while the model lives) in the types the kernels read."""
     if model.device == "cpu":
         return model.weights
+    OPS.load_backend("cuda")                                    # every chapter's rows of the table
     from tffedu.ops.cuda_matmul import GPU_WEIGHTS              # chapter 11's table: what the kernels read
     with _UPLOAD_LOCK:
         if model in _UPLOADED:

@@ -713,17 +713,19 @@ def cast(x, out=None, stream=None, dtype: str = "F16"):
     return out
 
 # %% ../../notebooks/10_cuda_basics.ipynb #e772e045
-@OPS.register("get_rows", "cuda")
-def get_rows(table, ids, out=None, stream=None):
-    "Embedding lookup: table F32/F16/BF16/Q8_0 [V, D], ids int32 [T] -> f32 [T, D]; a bad id gives a NaN row."
-    V, D = check(table, "table", ndim=2, kinds=("F32", "F16", "BF16", "Q8_0"))
+def get_rows(table, ids, out=None, stream=None, kernel_spec: tuple | None = None):
+    """Embedding lookup: table F32/F16/BF16/Q8_0 [V, D], ids int32 [T] -> f32 [T, D]; a bad id gives
+    a NaN row. `kernel_spec` (file, kernel, defines) launches another lookup kernel of the same
+    signature: the `get_rows` op (chapter 11) passes the one of the table's weight type."""
+    V, D = check(table, "table", ndim=2, kinds=None if kernel_spec else ("F32", "F16", "BF16", "Q8_0"))
     (T,) = check(ids, "ids", ndim=1, kinds=("I32",))
     k = kind(table)
     if k == "Q8_0" and D % 32:
         raise ShapeError(f"a Q8_0 table needs D % 32 == 0, got D = {D}")
+    file, name, defines = kernel_spec or ("embedding.cu", f"get_rows_{k.lower()}", None)
     out = output(out, table, (T, D), "F32")
     if T:
-        launch(kernel("embedding.cu", f"get_rows_{k.lower()}", "PPPii"), (T, max(1, D // 1024)), (256,), stream,
+        launch(kernel(file, name, "PPPii", defines), (T, max(1, D // 1024)), (256,), stream,
                ptr(table, "table"), ptr(ids, "ids"), ptr(out, "out"), np.int32(V), np.int32(D))
     return out
 

@@ -4,7 +4,8 @@
 """CUDA backend, part 2 (chapter 11): the matmul ladder and the Q8_0 GEMV.
 
 `matmul(x, w)` computes `y = x @ w.T` with `x [.., K]` (F32 or F16) on the GPU and `w [N, K]` in
-GGUF layout, of a type with a row in `GPU_WEIGHTS` (Q8_0, F16, BF16 or F32); `y` is F32. Kernels
+GGUF layout, of a type with a row in `GPU_WEIGHTS` (Q8_0, F16, BF16, F32; chapter 11a adds the other
+block formats); `y` is F32. Kernels
 are in `kernels/matmul_*.cu` and `kernels/gemv_q8_0.cu`; the plumbing (context, loader, timer) is
 chapter 10's `tffedu.ops.cuda`. Nothing imports PyCUDA at import time.
 """
@@ -20,7 +21,7 @@ import numpy as np
 
 from ..errors import DeviceError, ShapeError
 from .cuda import (CU_FUNC_NUM_REGS, CudaGraph, Workspace, _drv, _ok, add, cast_raw, check, context, copy_bandwidth,
-                             device_info, kernel, kind, launch, libcuda, output, ptr, set_smem, time_ms, with_workspace,
+                             device_info, get_rows, kernel, kind, launch, libcuda, output, ptr, set_smem, time_ms, with_workspace,
                              workspace_bytes)
 
 # %% auto #0
@@ -36,8 +37,8 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available',
            'q8_gemm_smem', 'q8_tma_stages', 'q8_gemm_tokens', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes',
            'tensor_map', 'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'q8_mmq_launcher', 'q8_mmq', 'MatmulPath',
-           'GpuWeight', 'gpu_weight', 'matmul', 'reads_packed_i8', 'fuses_epilogue', 'matmul_add', 'matmul_swiglu',
-           'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
+           'GpuWeight', 'gpu_weight', 'matmul', 'embedding', 'reads_packed_i8', 'fuses_epilogue', 'matmul_add',
+           'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -998,7 +999,7 @@ class GpuWeight:
     block_bytes: int                   # bytes per block: a raw row of K values has K / block of them
     prefill: MatmulPath                # many rows (prefill, batches): takes any T
     gemv: MatmulPath | None = None     # a few rows (decode), where it `takes` them
-    get_rows: str | None = None        # its embedding lookup kernel in kernels/embedding.cu
+    get_rows: tuple | None = None      # its embedding lookup kernel: (file, kernel, defines)
 
     def path(self, T: int, K: int) -> MatmulPath:
         "The path a matmul of T rows of K runs."
@@ -1102,13 +1103,13 @@ def _sgemm(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
 
 
 GPU_WEIGHTS: dict[str, GpuWeight] = {      # what the CUDA kernels read as stored (chapter 13 makes the rest F16)
-    "Q8_0": GpuWeight("Q8_0", QK8_0, Q8_0_BYTES, get_rows="get_rows_q8_0",
+    "Q8_0": GpuWeight("Q8_0", QK8_0, Q8_0_BYTES, get_rows=("embedding.cu", "get_rows_q8_0", None),
                       gemv=MatmulPath(_q8_0_gemv, _q8_act_pieces, max_rows=8, wanted=_q8_0_gemv_wanted,
                                       fuses=True, packed_i8=True),
                       prefill=MatmulPath(_q8_0_gemm, _q8_0_gemm_pieces, fuses=_q8_0_gemm_fuses)),
-    "F16": GpuWeight("F16", 1, 2, MatmulPath(_gemm16, _gemm16_pieces), get_rows="get_rows_f16"),
-    "BF16": GpuWeight("BF16", 1, 2, MatmulPath(_gemm16, _gemm16_pieces), get_rows="get_rows_bf16"),
-    "F32": GpuWeight("F32", 1, 4, MatmulPath(_sgemm, _f32_pieces), get_rows="get_rows_f32"),
+    "F16": GpuWeight("F16", 1, 2, MatmulPath(_gemm16, _gemm16_pieces), get_rows=("embedding.cu", "get_rows_f16", None)),
+    "BF16": GpuWeight("BF16", 1, 2, MatmulPath(_gemm16, _gemm16_pieces), get_rows=("embedding.cu", "get_rows_bf16", None)),
+    "F32": GpuWeight("F32", 1, 4, MatmulPath(_sgemm, _f32_pieces), get_rows=("embedding.cu", "get_rows_f32", None)),
 }
 
 # %% ../../notebooks/11_matmul.ipynb #4503930f
@@ -1198,6 +1199,20 @@ def _matmul_into(xp: int, xk: str, wp: int, wk: str, yp: int, T: int, N: int, K:
         raise ShapeError(f"the path of {wk} weights at T={T}, K={K} has no epilogue (res=, w2=, cat=): "
                          "call the matmul, then the op")
     path.run(xp, xk, wp, wk, yp, T, N, K, ws, stream, **epilogue)
+
+# %% ../../notebooks/11_matmul.ipynb #54d69580
+@OPS.register("get_rows", "cuda")
+def embedding(table, ids, out=None, stream=None):
+    """Embedding lookup: table [V, D] of a type with a row in GPU_WEIGHTS, ids int32 [T] -> f32 [T, D]
+    (a bad id gives a NaN row), by that row's `get_rows` kernel."""
+    k = kind(table)
+    g = gpu_weight(k)
+    if g.get_rows is None:
+        raise ShapeError(f"{k} tables have no lookup kernel")
+    V, D = check(table, "table", ndim=2)
+    if D % g.block:
+        raise ShapeError(f"a {k} table needs D % {g.block} == 0, got D = {D}")
+    return get_rows(table, ids, out, stream, kernel_spec=g.get_rows)
 
 # %% ../../notebooks/11_matmul.ipynb #401cc8ef
 def reads_packed_i8(wk: str, T: int, K: int) -> bool:
