@@ -182,9 +182,10 @@ class OpRegistry:
 
     def get(self, op: str, backend: str) -> Callable:
         key = (_norm_key(op), _norm_key(backend))
-        if key[1] not in self._loaded:   # first use: all its modules (later ones extend earlier tables)
-            self.load_backend(key[1])
         fn = self._fns.get(key)
+        if fn is None:
+            self.load_backend(key[1])
+            fn = self._fns.get(key)
         if fn is None:
             have = self.backends(op)
             if have:
