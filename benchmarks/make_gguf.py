@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Random-weight Qwen3-shaped Q8_0 GGUF files for the speed race (the real tensor shapes, the real
+"""Random-weight Qwen3-shaped GGUF files for the speed race (the real tensor shapes, the real
 Qwen2/Qwen3 vocabulary of 151936 tokens, so llama.cpp loads them too).
 
     python benchmarks/make_gguf.py qwen3-0.6b /tmp/models/qwen3-0.6b-q8_0.gguf
-    python benchmarks/make_gguf.py qwen3-8b   /tmp/models/qwen3-8b-q8_0.gguf
+    python benchmarks/make_gguf.py qwen3-8b   /tmp/models/qwen3-8b-q4_k.gguf --type q4_k
 
-Weights are random Q8_0 blocks written straight as bytes (an f16 scale and 32 random int8 per
-block, about 0.02 standard deviation like a trained model's), so the 8.7 GB file takes seconds,
-not the minutes quantizing float32 would. Norm weights are ones.
+Weights are random blocks written straight as bytes (random codes, float16 scales and minimums
+sized for about 0.02 standard deviation like a trained model's), so an 8B file takes seconds, not
+the minutes quantizing float32 would; every matrix in one type (Q8_0 by default; Q4_0, Q4_1,
+Q5_0, Q5_1, Q4_K, Q5_K or Q6_K), no llama.cpp needed. Norm weights are ones. (The race's `_k_m`
+files are llama.cpp's own mixes: `race_model qwen3-8b-q4_k_m` in benchmarks/llamacpp.sh.)
 """
 import argparse
 import pathlib
@@ -26,14 +28,29 @@ MODELS = {
 N_VOCAB, THETA, EPS, CTX = 151936, 1e6, 1e-6, 40960
 
 
-def random_q8_0(rows: int, cols: int, rng: np.random.Generator, std: float = 0.02) -> np.ndarray:
-    "Raw Q8_0 blocks [rows, cols/32*34]: one f16 scale and 32 random int8 per block."
-    nb = rows * (cols // 32)
-    blocks = np.empty((nb, 34), np.uint8)
-    blocks[:, 2:] = np.frombuffer(rng.bytes(nb * 32), np.uint8).reshape(nb, 32)
-    d = np.float16(std / 73.9)                       # uniform int8 has standard deviation ~73.9
-    blocks[:, :2] = np.frombuffer(d.tobytes(), np.uint8)
-    return blocks.reshape(rows, cols // 32 * 34)
+# the float16 fields of a block: (byte offset, value per unit of d) — the scale d itself, and a
+# minimum that centres the codes on zero (Q4_1/Q5_1: m = -mean code; K-quants: dmin = mean code)
+F16_FIELDS = {"Q8_0": [(0, 1)], "Q4_0": [(0, 1)], "Q4_1": [(0, 1), (2, -7.5)], "Q5_0": [(0, 1)],
+              "Q5_1": [(0, 1), (2, -15.5)], "Q4_K": [(0, 1), (2, 7.5)], "Q5_K": [(0, 1), (2, 15.5)],
+              "Q6_K": [(208, 1)]}
+FILE_TYPES = {"Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_0": gguf.LlamaFileType.MOSTLY_Q4_0,
+              "Q4_1": gguf.LlamaFileType.MOSTLY_Q4_1, "Q5_0": gguf.LlamaFileType.MOSTLY_Q5_0,
+              "Q5_1": gguf.LlamaFileType.MOSTLY_Q5_1, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_S,
+              "Q5_K": gguf.LlamaFileType.MOSTLY_Q5_K_S, "Q6_K": gguf.LlamaFileType.MOSTLY_Q6_K}
+
+
+def random_blocks(qtype: str, rows: int, cols: int, rng: np.random.Generator, std: float = 0.02) -> np.ndarray:
+    "Raw `qtype` rows [rows, cols/block*bytes]: random codes, scales sized for about `std`."
+    block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[qtype]]
+    blocks = np.frombuffer(rng.bytes(rows * cols // block * size), np.uint8).reshape(-1, size).copy()
+
+    def scale(d):
+        for at, per in F16_FIELDS[qtype]:
+            blocks[:, at:at + 2] = np.frombuffer(np.float16(d * per).tobytes(), np.uint8)
+
+    scale(1.0)                                       # measure what d = 1 gives, then size d
+    scale(std / float(gguf.quants.dequantize(blocks[:4096], gguf.GGMLQuantizationType[qtype]).std()))
+    return blocks.reshape(rows, cols // block * size)
 
 
 def vocab_fields():
@@ -45,14 +62,14 @@ def vocab_fields():
             yield name, f.contents(), f.types[0], sub
 
 
-def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = None) -> pathlib.Path:
-    "The file of model `name`; `n_layer` cuts it to its first blocks (for per-layer profiles)."
+def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = None, qtype: str = "Q8_0") -> pathlib.Path:
+    "The file of model `name`, matrices in `qtype`; `n_layer` cuts it to its first blocks (for per-layer profiles)."
     c = dict(MODELS[name], **({"n_layer": n_layer} if n_layer else {}))
     rng = np.random.default_rng(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path), "qwen3")
     w.add_name(f"random {name}")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_file_type(FILE_TYPES[qtype])
     w.add_block_count(c["n_layer"])
     w.add_context_length(CTX)
     w.add_embedding_length(c["hidden"])
@@ -66,21 +83,21 @@ def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = No
     for key, value, vtype, sub in vocab_fields():
         w.add_key_value(key, value, vtype, sub_type=sub)
     D, q, kv, F = c["hidden"], c["n_head"] * c["head_dim"], c["n_kv"] * c["head_dim"], c["ffn"]
-    q8 = gguf.GGMLQuantizationType.Q8_0
+    raw = gguf.GGMLQuantizationType[qtype]
     ones = lambda n: np.ones(n, np.float32)          # noqa: E731
-    w.add_tensor("token_embd.weight", random_q8_0(N_VOCAB, D, rng), raw_dtype=q8)
+    w.add_tensor("token_embd.weight", random_blocks(qtype, N_VOCAB, D, rng), raw_dtype=raw)
     for il in range(c["n_layer"]):
         p = f"blk.{il}."
         for t, (rows, cols) in (("attn_q", (q, D)), ("attn_k", (kv, D)), ("attn_v", (kv, D)),
                                 ("attn_output", (D, q)), ("ffn_gate", (F, D)), ("ffn_up", (F, D)),
                                 ("ffn_down", (D, F))):
-            w.add_tensor(p + t + ".weight", random_q8_0(rows, cols, rng), raw_dtype=q8)
+            w.add_tensor(p + t + ".weight", random_blocks(qtype, rows, cols, rng), raw_dtype=raw)
         for t, n in (("attn_norm", D), ("ffn_norm", D), ("attn_q_norm", c["head_dim"]),
                      ("attn_k_norm", c["head_dim"])):
             w.add_tensor(p + t + ".weight", ones(n))
     w.add_tensor("output_norm.weight", ones(D))
     if not c["tied"]:
-        w.add_tensor("output.weight", random_q8_0(N_VOCAB, D, rng), raw_dtype=q8)
+        w.add_tensor("output.weight", random_blocks(qtype, N_VOCAB, D, rng), raw_dtype=raw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -94,6 +111,8 @@ if __name__ == "__main__":
     ap.add_argument("path", type=pathlib.Path)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--layers", type=int, help="only the first N blocks (default: all)")
+    ap.add_argument("--type", default="q8_0", type=str.upper, choices=sorted(F16_FIELDS),
+                    help="the type of every matrix (default q8_0)")
     a = ap.parse_args()
-    out = write(a.model, a.path, a.seed, a.layers)
+    out = write(a.model, a.path, a.seed, a.layers, a.type)
     print(f"wrote {out} ({out.stat().st_size / 2**30:.2f} GiB)")
