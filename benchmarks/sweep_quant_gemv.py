@@ -69,7 +69,8 @@ def main():
                     rows.append(dict(type=wk, K=K, N=N, T=T, cfg=cfg, gbs=v))
                     print(rows[-1], flush=True)
     # prefill: the slab path (dequantize rows to fp16, then the tensor cores) at 512 tokens
-    from tffedu.ops.cuda_quant import slab_gemm, slab_rows
+    from tffedu.ops.cuda_matmul import q8_0_slab_rows
+    from tffedu.ops.cuda_quant import slab_gemm
     prefill = []
     for K, N in SHAPES:
         w = (rng.standard_normal((64, K)) * 0.05).astype(np.float32)
@@ -77,7 +78,7 @@ def main():
         y = ga.empty((512, N), np.float32)
         for wk in a.types.split(","):
             raw = ga.to_gpu(np.resize(quantize(w, wk), (N, quantize(w, wk).shape[1])))
-            wh = ga.empty((slab_rows(N, K), K), np.float16)
+            wh = ga.empty((q8_0_slab_rows(N, K), K), np.float16)
             ms = time_ms(lambda: slab_gemm(xh, raw, wk, y, 512, N, K, wh), warmup=2, reps=10)
             prefill.append(dict(type=wk, K=K, N=N, M=512, ms=ms, tflops=2 * 512 * N * K / (ms * 1e-3) / 1e12))
             print(prefill[-1], flush=True)

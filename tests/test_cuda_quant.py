@@ -52,8 +52,9 @@ def test_reference_is_the_quantized_product(wk):
 
 
 def test_slab_rows():
-    assert cq.slab_rows(12288, 4096) == min(12288, cm.DEQUANT_SLAB_BYTES // (2 * 4096) // 128 * 128)
-    assert cq.slab_rows(5, 256) == 5 and cq.slab_rows(10 ** 6, 10 ** 6) == 128
+    "The prefill slabs are chapter 11's (one size of slab for every format)."
+    assert cm.q8_0_slab_rows(12288, 4096) == min(12288, cm.DEQUANT_SLAB_BYTES // (2 * 4096) // 128 * 128)
+    assert cm.q8_0_slab_rows(5, 256) == 5 and cm.q8_0_slab_rows(10 ** 6, 10 ** 6) == 128
 
 
 # ------------------------------------------------------------------ GPU

@@ -5,7 +5,7 @@
 
 Q4_0, Q4_1, Q5_0, Q5_1 (blocks of 32) and Q4_K, Q5_K, Q6_K (super-blocks of 256; a `Q4_K_M` file
 mixes Q4_K and Q6_K) get rows in chapter 11's `GPU_WEIGHTS`: one GEMV for all of them at decode
-(`kernels/gemv_quant.cu`, a `decode()` per format, chapter 11's pipeline and epilogues), and at
+(`kernels/gemv_quant.cu`, a `decode_<type>()` per format, chapter 11's pipeline and epilogues), and at
 prefill slabs of rows dequantized to fp16 for the tensor-core GEMM, and the embedding lookup of
 each. Nothing imports PyCUDA at import time.
 """
@@ -19,12 +19,11 @@ from ..errors import ShapeError
 from ..quant import dequantize
 from ..tensor import DTYPES
 from .cuda import kernel, launch, set_smem
-from .cuda_matmul import (DEQUANT_SLAB_BYTES, GPU_WEIGHTS, GpuWeight, MatmulPath, _cat_parts, _p, _q8_act_pieces,
-                          _x_as, _x_pieces, gemm16, gemv_config, quantize_act_ref)
+from .cuda_matmul import (GPU_WEIGHTS, GpuWeight, MatmulPath, _cat_parts, _p, _q8_act_pieces, _x_as,
+                          _x_pieces, gemm16, gemv_config, q8_0_slab_rows, quantize_act_ref)
 
 # %% auto #0
-__all__ = ['QUANT_TYPES', 'GEMV_MAX_ROWS', 'quant_gemv_ref', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_rows',
-           'slab_gemm']
+__all__ = ['QUANT_TYPES', 'GEMV_MAX_ROWS', 'quant_gemv_ref', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm']
 
 # %% ../../notebooks/11a_quant_gemv.ipynb #30cb4e5c
 QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
@@ -120,15 +119,10 @@ def dequant_f16(w, wk: str, out, R: int, K: int, stream=None):
            (max(1, math.ceil(units / 128)),), (128,), stream, _p(w), _p(out), np.int32(R), np.int32(K))
 
 
-def slab_rows(N: int, K: int) -> int:
-    "Rows of one dequantized slab: DEQUANT_SLAB_BYTES of fp16, a multiple of 128, at most N."
-    return min(N, max(128, DEQUANT_SLAB_BYTES // (2 * K) // 128 * 128))
-
-
 def slab_gemm(xh, w, wk: str, y, M: int, N: int, K: int, wh, stream=None):
     "y f32 [M, N] = xh fp16 [M, K] @ dequant(w).T: a slab of rows dequantized into `wh`, the 16-bit GEMM on it, the next."
     f = DTYPES[wk]
-    slab, row_bytes, wp, yp = slab_rows(N, K), K // f.block_size * f.type_size, _p(w), _p(y)
+    slab, row_bytes, wp, yp = q8_0_slab_rows(N, K), K // f.block_size * f.type_size, _p(w), _p(y)
     for n0 in range(0, N, slab):
         r = min(slab, N - n0)
         dequant_f16(wp + n0 * row_bytes, wk, wh, r, K, stream)
@@ -145,13 +139,13 @@ def _gemv(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
 
 
 def _slab_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
-    return _x_pieces(xk, "F16", T, K) + [slab_rows(N, K) * K * 2]
+    return _x_pieces(xk, "F16", T, K) + [q8_0_slab_rows(N, K) * K * 2]
 
 
 def _slab(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
     "Prefill and batches: x in fp16, then slabs of dequantized rows through the tensor cores."
     xh = _x_as(xp, xk, "F16", T, K, ws, stream)
-    slab_gemm(xh, wp, wk, yp, T, N, K, ws.take(slab_rows(N, K) * K * 2), stream)
+    slab_gemm(xh, wp, wk, yp, T, N, K, ws.take(q8_0_slab_rows(N, K) * K * 2), stream)
 
 
 for _name in QUANT_TYPES:               # one row per format: the GEMV at decode, slabs at prefill
