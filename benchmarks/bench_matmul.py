@@ -36,6 +36,19 @@ def variants():
     v += [g(T, *c) for T in (1, 3) for c in ((1, 4, 2), (1, 4, 4), (2, 4, 2), (4, 2, 2), (1, 8, 2), (2, 2, 3))]
     v += [("sm_90a", "matmul_wgmma.cu", dict(c)) for c in cm.WGMMA_CONFIGS]
     v += [("sm_90a", "matmul_q8_wgmma.cu", dict(c)) for c in cm.Q8_GEMM_CONFIGS]
+    # chapter 11a: the GEMV of every block format at every batch, and version 7 of each (every tile, pair mode)
+    from tffedu.ops import cuda_quant as cq
+    from tffedu.tensor import DTYPES
+    for wk in cq.QUANT_TYPES:
+        wt = {"WTYPE": DTYPES[wk].ggml_id}
+        for T in range(1, 9):
+            for ep in (None, "pair", "res"):
+                r, w, st = cm.gemv_config(T, 4096, ep)
+                v.append(("gemv_quant.cu", {**wt, "BATCH": T, "ROWS": r, "WARPS": w, "NSTAGE": st}))
+        for BT in (16, 32, 64, 128, 256):
+            for pair in (0, 1, 2):
+                v.append(("sm_90a", "matmul_quant_tma.cu", dict(BT=BT, STAGES=cm.q8_tma_stages(BT, cq.quant_w_box(wk)),
+                                                                GROUP=cm.Q8_TMA_GROUP, PAIR=pair, **cm.TMA_GEMMS[wk].defines)))
     # chapter 12's flash attention: the tile shapes and switches its tests and notebook compile
     fl = [{}, dict(NWARPS=4, BC=64), dict(NWARPS=4, BC=32), dict(NWARPS=8, BC=64), dict(NWARPS=8, BC=32),
           dict(NWARPS=4, BC=64, MINB=3), dict(NWARPS=2, BC=64), dict(NWARPS=2, BC=32),

@@ -17,7 +17,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 SHAPES = [(4096, 12288), (12288, 4096)]                      # (K, N): gate/up, down
-CONFIGS = [None, (1, 4, 4), (1, 8, 4), (2, 4, 4), (2, 4, 6), (4, 2, 4)]   # None: chapter 11's gemv_config
+CONFIGS = [None, (1, 4, 4), (1, 4, 6), (1, 4, 8), (1, 8, 4), (1, 8, 6), (2, 4, 4), (2, 4, 6), (2, 2, 8),
+           (4, 2, 4)]                                          # None: chapter 11's gemv_config
 
 
 def main():
@@ -68,20 +69,31 @@ def main():
                         continue
                     rows.append(dict(type=wk, K=K, N=N, T=T, cfg=cfg, gbs=v))
                     print(rows[-1], flush=True)
-    # prefill: the slab path (dequantize rows to fp16, then the tensor cores) at 512 tokens
-    from tffedu.ops.cuda_matmul import q8_0_slab_rows
-    from tffedu.ops.cuda_quant import slab_gemm
+    # prefill at 512 tokens: the slab road (dequantize rows to fp16, then version 5) against version 7
+    # from the blocks, and chapter 11's version 7 on Q8_0 of the same shape
+    from tffedu.ops.cuda_matmul import q8_0_slab_rows, q8_gemm, q8_gemm_part_bytes
+    from tffedu.ops.cuda_quant import quant_gemm, quant_gemm_available, slab_gemm
     prefill = []
-    for K, N in SHAPES:
+    M = 512
+    for K, N in SHAPES + [(4096, 4096), (4096, 1024)]:
         w = (rng.standard_normal((64, K)) * 0.05).astype(np.float32)
-        xh = ga.to_gpu(rng.standard_normal((512, K)).astype(np.float16))
-        y = ga.empty((512, N), np.float32)
-        for wk in a.types.split(","):
+        xh = ga.to_gpu(rng.standard_normal((M, K)).astype(np.float16))
+        y = ga.empty((M, N), np.float32)
+        part = ga.empty(max(1, q8_gemm_part_bytes(M, N, K, V=7) // 4), np.float32)
+        for wk in ["Q8_0"] + a.types.split(","):
             raw = ga.to_gpu(np.resize(quantize(w, wk), (N, quantize(w, wk).shape[1])))
-            wh = ga.empty((q8_0_slab_rows(N, K), K), np.float16)
-            ms = time_ms(lambda: slab_gemm(xh, raw, wk, y, 512, N, K, wh), warmup=2, reps=10)
-            prefill.append(dict(type=wk, K=K, N=N, M=512, ms=ms, tflops=2 * 512 * N * K / (ms * 1e-3) / 1e12))
-            print(prefill[-1], flush=True)
+            runs = {}
+            if wk == "Q8_0":
+                runs["v7"] = lambda: q8_gemm(xh, raw, y, M, N, K, dict(V=7), part=part)
+            else:
+                wh = ga.empty((q8_0_slab_rows(N, K), K), np.float16)
+                runs["slab"] = lambda: slab_gemm(xh, raw, wk, y, M, N, K, wh)
+                if quant_gemm_available(wk, K):
+                    runs["v7"] = lambda: quant_gemm(xh, raw, wk, y, M, N, K, part=part)
+            for how, fn in runs.items():
+                ms = time_ms(fn, warmup=3, reps=20)
+                prefill.append(dict(type=wk, how=how, K=K, N=N, M=M, ms=ms, tflops=2 * M * N * K / (ms * 1e-3) / 1e12))
+                print(prefill[-1], flush=True)
     a.out.write_text(json.dumps({"copy_read_gbs": copy, "rows": rows, "prefill": prefill}, indent=1) + "\n")
     best = {}
     for r in rows:

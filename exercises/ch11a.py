@@ -4,7 +4,7 @@ Write each function, then check it: python -m tffedu.exercises ch11a
 (the reference answers are in solutions/ch11a.py: look once you have tried)
 """
 import numpy as np
-__all__ = ['q4_k_unit', 'unit_dot']
+__all__ = ['q4_k_unit', 'unit_dot', 'fragment_words']
 
 
 def q4_k_unit(block, j):
@@ -22,3 +22,12 @@ def unit_dot(q, a, b, x):
     the kernel does (dx = max|x| / 127 in float32, codes xq = x / dx rounded half to even; all zero
     if dx is 0), then dx * (a * sum(q * xq) + b * sum(xq)) with the two sums in integers."""
     raise NotImplementedError("ch11a: unit_dot is yours to write")
+
+
+def fragment_words(t):
+    """Exercise 11a.3 (easy): thread t (0..3) of a quad in version 7 (matmul_quant_tma.cu) holds,
+    for each of its two weight rows, the A-fragment elements of mma's m16n8k16 layout: in each k16
+    slice, columns 2t, 2t+1, 2t+8, 2t+9. Over one unit of 32 weights (two k16 slices) -> (elements,
+    words): the 8 elements of the unit it multiplies (sorted), and the code words of the unit it
+    must read for them (word k holds elements 4k..4k+3; sorted, no repeats)."""
+    raise NotImplementedError("ch11a: fragment_words is yours to write")

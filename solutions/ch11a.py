@@ -1,7 +1,7 @@
 """Chapter 11a (every block format on the GPU): reference solutions."""
 import numpy as np
 
-__all__ = ["q4_k_unit", "unit_dot"]
+__all__ = ["q4_k_unit", "unit_dot", "fragment_words"]
 
 
 def q4_k_unit(block, j):
@@ -33,3 +33,13 @@ def unit_dot(q, a, b, x):
     xq = np.rint(x / dx).astype(np.int64) if dx > 0 else np.zeros(32, np.int64)
     q = np.asarray(q, np.int64)
     return float(dx) * (float(a) * int((q * xq).sum()) + float(b) * int(xq.sum()))
+
+
+def fragment_words(t):
+    """Exercise 11a.3 (easy): thread t (0..3) of a quad in version 7 (matmul_quant_tma.cu) holds,
+    for each of its two weight rows, the A-fragment elements of mma's m16n8k16 layout: in each k16
+    slice, columns 2t, 2t+1, 2t+8, 2t+9. Over one unit of 32 weights (two k16 slices) -> (elements,
+    words): the 8 elements of the unit it multiplies (sorted), and the code words of the unit it
+    must read for them (word k holds elements 4k..4k+3; sorted, no repeats)."""
+    elements = sorted(16 * s + 8 * h + 2 * t + i for s in (0, 1) for h in (0, 1) for i in (0, 1))
+    return elements, sorted({e // 4 for e in elements})

@@ -57,6 +57,33 @@ def test_slab_rows():
     assert cm.q8_0_slab_rows(5, 256) == 5 and cm.q8_0_slab_rows(10 ** 6, 10 ** 6) == 128
 
 
+def test_w_box_holds_every_tile():
+    """Version 7's weight box: for each 64-k tile of a long row, the blocks covering it (2 x 32 weights
+    or one super-block, gguf-py's sizes) from the tile's first byte rounded down to 16 fit the box;
+    the box is 16-byte granular and no wider than that needs; the ring fits shared memory."""
+    for wk in TYPES:
+        qk, nbytes = gguf.GGML_QUANT_SIZES[QT[wk]]
+        box = cq.quant_w_box(wk)
+        need = 0
+        for kt in range(256):
+            first = (64 * kt // qk) * nbytes                       # the byte where the tile's blocks start
+            last = (64 * (kt + 1) - 1) // qk * nbytes + nbytes      # one past their end
+            need = max(need, last - (first & ~15))
+        assert box % 16 == 0 and need <= box < need + 16, wk
+        assert cm.TMA_GEMMS[wk].defines == {"WTYPE": QT[wk].value, "W_BOX": box}
+        for BT in (16, 32, 64, 128, 256):
+            S = cm.q8_tma_stages(BT, box)
+            assert S >= 3 and cm.q8_gemm_smem(dict(V=7, BT=BT, STAGES=S, WB=box)) <= 227 * 1024
+
+
+def test_tensor_core_path_needs_rows_of_whole_16_bytes():
+    "Row bytes a multiple of 16 (the tensor map's stride): Q6_K from K = 2048; the others from 256."
+    rows = {wk: [K for K in range(256, 8193, 256) if K // cm.GPU_WEIGHTS[wk].block * cm.GPU_WEIGHTS[wk].block_bytes % 16 == 0]
+            for wk in TYPES}
+    assert rows["Q6_K"][0] == 2048 and all(K % 2048 == 0 for K in rows["Q6_K"])
+    assert all(rows[wk] == list(range(256, 8193, 256)) for wk in TYPES if wk != "Q6_K")
+
+
 # ------------------------------------------------------------------ GPU
 def _ga():
     import pycuda.gpuarray as ga
@@ -121,22 +148,95 @@ def test_gemv_epilogues_and_packed_activations(wk, cfg):
     assert np.array_equal(got, want.get())
 
 
+def _gemm_ref(x, raw, wk, K):
+    "x rounded to fp16 (the kernel's activations) @ chapter 03a's weights, in float64."
+    N = len(raw)
+    return x.astype(np.float16).astype(np.float64) @ dequantize(raw, wk, (N, K)).astype(np.float64).T
+
+
+def _tc(ga):
+    if not cm.wgmma_available():
+        pytest.skip("the tensor-core GEMM needs an sm_90 GPU")
+
+
+GEMM_TOL = 2e-3          # fp16 weights (the unit's scale and minimum rounded to fp16 too) and activations
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wk", TYPES)
+@pytest.mark.parametrize("M,N,K,cfg", [(9, 77, 2048, None), (16, 130, 2048, dict(splits=3)), (100, 300, 2048, None),
+                                       (300, 200, 4096, dict(BT=256, splits=2)), (513, 1001, 2048, None),
+                                       (33, 64, 256, dict(BT=64)), (64, 129, 768, dict(BT=32, splits=3))])
+def test_quant_gemm_every_format(wk, M, N, K, cfg):
+    """Version 7 for every format (tiles of 16 to 256 tokens, K splits, partial tiles of rows and
+    tokens) against float64; where the format's rows are not whole 16 bytes it refuses by name."""
+    ga = _ga()
+    _tc(ga)
+    raw = weights(wk, N, K, M + N + K)
+    x = np.random.default_rng(M).standard_normal((M, K)).astype(np.float16)
+    y = _nan(ga, (M, N))
+    if not cq.quant_gemm_available(wk, K):
+        with pytest.raises(ShapeError, match="multiple of 16 bytes"):
+            cq.quant_gemm(ga.to_gpu(x), ga.to_gpu(raw), wk, y, M, N, K)
+        return
+    c = dict(V=7, **(cfg or {}))
+    part = ga.empty(max(1, cm.q8_gemm_part_bytes(M, N, K, **c) // 4), np.float32)
+    cq.quant_gemm(ga.to_gpu(x), ga.to_gpu(raw), wk, y, M, N, K, part=part, cfg=cfg)
+    assert cm.relerr(y.get(), _gemm_ref(x, raw, wk, K)) < GEMM_TOL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wk", TYPES)
+@pytest.mark.parametrize("splits", [1, 2])
+def test_quant_gemm_epilogues(wk, splits):
+    """The residual, the gate|up pair (SwiGLU in the kernel when unsplit, in the reduction when
+    split) and cat: parts of whole 128-row tiles in one grid, other parts one launch each."""
+    ga = _ga()
+    _tc(ga)
+    M, K = 77, 2048
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((M, K)).astype(np.float16)
+    xg = ga.to_gpu(x)
+    c = dict(V=7, splits=splits)
+
+    def run(N, rows, ep, **kw):
+        y = _nan(ga, (M, N) if ep else (M * rows,))
+        part = ga.empty(max(1, cm.q8_gemm_part_bytes(M, rows, K, ep, **c) // 4), np.float32)
+        cq.quant_gemm(xg, wg, wk, y, M, N, K, part=part, cfg=dict(splits=splits), **kw)
+        return y.get()
+
+    N = 256
+    raw, up = weights(wk, N, K, 1), weights(wk, N, K, 2)
+    wg = ga.to_gpu(raw)
+    g, u = _gemm_ref(x, raw, wk, K), _gemm_ref(x, up, wk, K)
+    r = rng.standard_normal((M, N)).astype(np.float32)
+    assert cm.relerr(run(N, N, "res", res=ga.to_gpu(r)), g + r) < GEMM_TOL
+    assert cm.relerr(run(N, N, "pair", w2=ga.to_gpu(up)), g / (1 + np.exp(-g)) * u) < GEMM_TOL
+    for Ns in [(256, 128, 64), (200, 100, 100)]:
+        parts = [weights(wk, n, K, 10 + n) for n in Ns]
+        wg = ga.to_gpu(parts[0])
+        want = np.concatenate([_gemm_ref(x, p, wk, K).ravel() for p in parts])
+        got = run(Ns[0], sum(Ns), None, cat=[(ga.to_gpu(p), n) for p, n in zip(parts[1:], Ns[1:])])
+        assert cm.relerr(got, want) < GEMM_TOL, Ns
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("wk", TYPES)
 def test_matmul_op_at_every_batch(wk):
-    """The matmul op through the weight table: the GEMV up to 8 rows, slabs of dequantized rows
-    through the tensor cores above (fp16 activations: a loose tolerance against float64)."""
+    """The matmul op through the weight table: the GEMV up to 8 rows, the tensor cores above (version 7
+    from the blocks where the rows are whole 16 bytes, else slabs of dequantized rows; fp16
+    activations: a loose tolerance against float64)."""
     ga = _ga()
     from tffedu.factory import OPS
-    N, K = 300, 1536
-    raw = weights(wk, N, K, 5)
-    w64 = dequantize(raw, wk, (N, K)).astype(np.float64)
-    for T in (1, 8, 9, 77):
-        x = np.random.default_rng(T).standard_normal((T, K)).astype(np.float32)
-        y = OPS.get("matmul", "cuda")(ga.to_gpu(x), ga.to_gpu(raw), w_dtype=wk).get()
-        tol = 1e-5 if T <= 8 else 2e-3
-        ref = cq.quant_gemv_ref(x, raw, wk, K) if T <= 8 else x.astype(np.float64) @ w64.T
-        assert cm.relerr(y, ref) < tol, T
+    for N, K in ((300, 1536), (130, 2048)):                   # Q6_K: slabs at 1536, version 7 at 2048
+        raw = weights(wk, N, K, 5)
+        w64 = dequantize(raw, wk, (N, K)).astype(np.float64)
+        for T in (1, 8, 9, 77, 600):
+            x = np.random.default_rng(T).standard_normal((T, K)).astype(np.float32)
+            y = OPS.get("matmul", "cuda")(ga.to_gpu(x), ga.to_gpu(raw), w_dtype=wk).get()
+            tol = 1e-5 if T <= 8 else 2e-3
+            ref = cq.quant_gemv_ref(x, raw, wk, K) if T <= 8 else x.astype(np.float64) @ w64.T
+            assert cm.relerr(y, ref) < tol, (N, K, T)
 
 
 @pytest.mark.gpu
@@ -170,3 +270,5 @@ def test_errors_name_the_problem():
         cq.quant_gemv(w, "Q8_0", x, y, 4, 256, 1)
     with pytest.raises(ShapeError, match="one epilogue"):
         cq.quant_gemv(w, "Q4_K", x, y, 4, 256, 1, res=y, w2=w)
+    with pytest.raises(ShapeError, match="4-byte aligned"):                  # 144-byte blocks: aligned words
+        cq.quant_gemv(int(w.gpudata) + 2, "Q4_K", x, y, 3, 256, 1)

@@ -34,9 +34,26 @@ def test_ch11a_2_unit_dot(impl):
         assert abs(impl.unit_dot(q, a, b, x) - want) <= 1e-6 * max(1.0, abs(want))
 
 
+def test_ch11a_3_fragment_words(impl):
+    "PTX's m16n8k16 A fragment (a0..a7 of lane 4g + t: columns 2t, 2t+1, then + 8), two k16 slices."
+    seen = []
+    for t in range(4):
+        elements, words = impl.fragment_words(t)
+        ptx = [c + 16 * s for s in (0, 1) for c in (2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9)]
+        assert list(elements) == sorted(ptx), t
+        assert list(words) == sorted({e // 4 for e in ptx}) and len(words) == 4, t
+        seen += list(elements)
+    assert sorted(seen) == list(range(32))               # the quad multiplies the whole unit once
+
+
 def _swapped_nibbles(block, j):
     from solutions.ch11a import q4_k_unit
     return q4_k_unit(block, j ^ 1)
+
+
+def _every_word(t):
+    from solutions.ch11a import fragment_words
+    return fragment_words(t)[0], list(range(8))
 
 
 def _no_minimum(q, a, b, x):
@@ -45,4 +62,5 @@ def _no_minimum(q, a, b, x):
 
 
 WRONG = {"test_ch11a_1_q4_k_unit": {"low-high-swapped": {"q4_k_unit": _swapped_nibbles}},
-         "test_ch11a_2_unit_dot": {"no-minimum": {"unit_dot": _no_minimum}}}
+         "test_ch11a_2_unit_dot": {"no-minimum": {"unit_dot": _no_minimum}},
+         "test_ch11a_3_fragment_words": {"every-word": {"fragment_words": _every_word}}}

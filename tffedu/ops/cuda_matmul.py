@@ -20,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import DeviceError, ShapeError
+from ..tensor import DTYPES
 from .cuda import (CU_FUNC_NUM_REGS, CudaGraph, Workspace, _drv, _ok, add, cast_raw, check, context, copy_bandwidth,
                              device_info, get_rows, kernel, kind, launch, libcuda, output, ptr, set_smem, time_ms, with_workspace,
                              workspace_bytes)
@@ -29,16 +30,16 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'USE_WGMMA', 'GEMV_VERSIONS', 'GEMV_DEFAULT', 'GEMV_DEFAULT_BIG', 'GEMV_STEP', 'DEQUANT_SLAB_BYTES',
            'QWEN3_8B_SHAPES', 'GEMV_SWEEP', 'PERSIST_SWEEP', 'Q8_GEMM_TILES', 'Q8_GEMM_CONFIGS', 'Q8_GEMM_MAX_M',
            'Q8_TMA_MIN_M', 'Q8_TMA_GROUP', 'Q8_GEMM_MIN_M', 'CU_TENSOR_MAP_UINT8', 'CU_TENSOR_MAP_FLOAT16',
-           'CU_TENSOR_MAP_SWIZZLE_NONE', 'CU_TENSOR_MAP_SWIZZLE_128B', 'QWEN3_8B_GEMM_SHAPES', 'Q8_GEMM_BATCHES',
-           'MMQ_STAGES', 'GPU_WEIGHTS', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref',
+           'CU_TENSOR_MAP_SWIZZLE_NONE', 'CU_TENSOR_MAP_SWIZZLE_128B', 'TMA_GEMMS', 'QWEN3_8B_GEMM_SHAPES',
+           'Q8_GEMM_BATCHES', 'MMQ_STAGES', 'GPU_WEIGHTS', 'matmul_flops', 'matmul_ref', 'q8_0_unpack', 'q8_0_gemv_ref',
            'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem', 'hgemm_launcher',
            'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16', 'quantize_act', 'gemv_config',
            'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm',
            'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows', 'bench_gemv', 'q8_gemm_available',
            'q8_gemm_smem', 'q8_tma_stages', 'q8_gemm_tokens', 'q8_gemm_config', 'q8_gemm_splits', 'q8_gemm_part_bytes',
-           'tensor_map', 'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'q8_mmq_launcher', 'q8_mmq', 'MatmulPath',
-           'GpuWeight', 'gpu_weight', 'matmul', 'embedding', 'reads_packed_i8', 'fuses_epilogue', 'matmul_add',
-           'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
+           'tensor_map', 'TmaGemm', 'q8_gemm_launcher', 'q8_gemm', 'bench_q8_gemm', 'q8_mmq_launcher', 'q8_mmq',
+           'MatmulPath', 'GpuWeight', 'gpu_weight', 'matmul', 'embedding', 'reads_packed_i8', 'fuses_epilogue',
+           'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -641,17 +642,18 @@ def q8_gemm_available(K: int, M: int = 1) -> bool:
 
 def q8_gemm_smem(cfg: dict) -> int:
     """Version 6: STAGES x (SK/64 token tiles of BT x 64 halves + 128 rows of SK/32 raw blocks);
-    version 7: STAGES x (one token tile + 128 weight rows of 80 bytes) and two mbarriers each; + 1 KB
-    for the alignment."""
+    version 7: STAGES x (one token tile + 128 weight rows of WB bytes, 80 for Q8_0) and two mbarriers
+    each; + 1 KB for the alignment."""
     if cfg.get("V") == 7:
-        return cfg["STAGES"] * (cfg["BT"] * 64 * 2 + 128 * 80 + 16) + 1024
+        return cfg["STAGES"] * (cfg["BT"] * 64 * 2 + 128 * cfg.get("WB", 80) + 16) + 1024
     sub = cfg["SK"] // 64
     return cfg["STAGES"] * (sub * cfg["BT"] * 64 * 2 + 128 * 68 * sub) + 1024
 
 
-def q8_tma_stages(BT: int) -> int:
-    "Version 7's ring: as many 64-k stages as fit the 227 KB of shared memory a block may have, at most 8."
-    return min(8, (227 * 1024 - 1024) // (BT * 64 * 2 + 128 * 80 + 16))
+def q8_tma_stages(BT: int, w_box: int = 80) -> int:
+    """Version 7's ring: as many 64-k stages as fit the 227 KB of shared memory a block may have, at
+    most 8 (weight rows of `w_box` bytes a stage)."""
+    return min(8, (227 * 1024 - 1024) // (BT * 64 * 2 + 128 * w_box + 16))
 
 
 def q8_gemm_tokens(M: int) -> int:
@@ -663,15 +665,16 @@ def q8_gemm_tokens(M: int) -> int:
 
 def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, SK: int | None = None,
                    STAGES: int | None = None, LATE: int | None = None, splits: int | None = None,
-                   V: int | None = None) -> dict:
+                   V: int | None = None, w_box: int = 80) -> dict:
     """Version 6's launch for M tokens x N outputs x K: BT from `q8_gemm_tokens` (128 instead of 256
     where 128-token tiles make one wave), its ring from Q8_GEMM_TILES (the given keys override), and
     the split along K (whole stages of SK k) that `q8_gemm_splits` picks — none for the big tiles
     once they fill the SMs (their partial sums would cost more traffic than the last wave's idle
     SMs: bench_q8_gemm, 512-2048 rows).
     Version 7 (V=7; by default from Q8_TMA_MIN_M rows) has stages of 64 k, as many as fit
-    (`q8_tma_stages`), and splits in whole groups (SK = 256 k: its split unit, not its stage).
-    Returns V, BT, SK, STAGES, LATE, splits, st_per (SK-k pieces per split)."""
+    (`q8_tma_stages` of its weight box: `w_box` bytes a row), and splits in whole groups (SK = 256 k:
+    its split unit, not its stage). Returns V, BT, SK, STAGES, LATE, splits, st_per (SK-k pieces per
+    split) and WB (the box)."""
     sms = device_info()["sms"]
     V = V or (7 if M >= Q8_TMA_MIN_M else 6)
     if not BT:
@@ -680,7 +683,7 @@ def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, SK: int | None
             BT = 128                                 # 128-token tiles fill the SMs in one wave, unsplit
     ring = Q8_GEMM_TILES.get(BT, Q8_GEMM_TILES[256])
     if V == 7:                                       # its split unit is whole groups, whatever SK says
-        ring = dict(SK=64 * Q8_TMA_GROUP, STAGES=q8_tma_stages(BT), LATE=0)
+        ring = dict(SK=64 * Q8_TMA_GROUP, STAGES=q8_tma_stages(BT, w_box), LATE=0)
         SK = ring["SK"]
     SK = SK or ring["SK"]
     NS = K // SK
@@ -689,7 +692,7 @@ def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, SK: int | None
         splits = 1 if BT >= 128 and tiles >= sms else q8_gemm_splits(tiles, NS, sms)
     st_per = -(-NS // max(1, min(int(splits), NS)))
     return dict(V=V, BT=BT, SK=SK, STAGES=STAGES or ring["STAGES"], LATE=ring["LATE"] if LATE is None else LATE,
-                splits=-(-NS // st_per), st_per=st_per)
+                splits=-(-NS // st_per), st_per=st_per, WB=w_box)
 
 
 @functools.cache                   # asked at every launch: a prefill step has hundreds
@@ -752,8 +755,20 @@ def _tma_fits(x: int, parts: list) -> bool:
     return all(n % 128 == 0 for n in inner) and all(a % 16 == 0 for a in [x, *(a for a, _ in parts)])
 
 
+@dataclass(frozen=True)
+class TmaGemm:
+    "Version 7 for a weight format: its kernel (file, name, compile-time defines) and its weight box (bytes a row)."
+    file: str
+    name: str
+    defines: dict
+    w_box: int
+
+
+TMA_GEMMS = {"Q8_0": TmaGemm("matmul_q8_tma.cu", "matmul_q8_0_tma", {}, 80)}   # chapter 11a adds the other formats
+
+
 def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
-                     part=None, stream=None, res=None, w2=None, cat=None):
+                     part=None, stream=None, res=None, w2=None, cat=None, wk: str = "Q8_0"):
     """A zero-argument callable launching version 6, or 7 (cfg V=7, or by default from Q8_TMA_MIN_M rows,
     where x and the weights suit TMA: `_tma_fits`): y f32 [M, ldy] (columns [0, N)) = x f16 [M, K] @
     dequant(w).T, w raw Q8_0 [N, K/32*34]. `cfg`: q8_gemm_config's keys (missing ones chosen);
@@ -761,8 +776,12 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
     `res` (f32 [M, N]) adds a residual, `w2` (Q8_0 like w) makes y = silu(x @ w.T) * (x @ w2.T) (gate
     and up rows in one grid). The split's reduction does the epilogue, so the fused ops cost no extra
     kernel. `cat` (one or two (matrix, rows) pairs, Q8_0 of w's K): their rows after w's in one grid,
-    y planar — x @ w.T [M, N], then x @ wi.T [M, rows] each (no ldy)."""
+    y planar — x @ w.T [M, N], then x @ wi.T [M, rows] each (no ldy). `wk`: the weights' format, a
+    row of TMA_GEMMS (other than Q8_0: version 7 only)."""
     M, N, K = int(M), int(N), int(K)
+    if wk not in TMA_GEMMS:
+        raise ShapeError(f"the tensor-core GEMM reads {', '.join(TMA_GEMMS)} weights, got {wk}")
+    tma = TMA_GEMMS[wk]
     if K % 256 or K < 256 or M < 1 or N < 1:
         raise ShapeError(f"the Q8_0 tensor-core GEMM needs M, N >= 1 and K a positive multiple of 256, "
                          f"got M={M}, N={N}, K={K}")
@@ -776,8 +795,8 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
         (w1, n1), (w3, n3) = (_p(w), 0), (_p(w), 0)
     rows = N + n1 + n3                      # every weight row the grid streams
     # a pair is split as its gate alone would be: the same sums, in the same order, as two matmuls
-    keys = _q8_keys(cfg)
-    c = q8_gemm_config(M, N if w2 is not None else rows, K, **keys)
+    keys = _q8_keys(cfg) if wk == "Q8_0" else dict(_q8_keys(cfg), V=7)
+    c = q8_gemm_config(M, N if w2 is not None else rows, K, **keys, w_box=tma.w_box)
     parts = [(_p(w), N), (w1, n1), (w3, n3)]
     # version 7 reads gate and up as two boxes of one tile, so the pair's parts need not be whole tiles
     if c["V"] == 7 and not _tma_fits(_p(x), parts if w2 is None else [(a, 0) for a, _ in parts]):
@@ -790,11 +809,12 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
     g = (math.ceil(M / c["BT"]), math.ceil(rows / 128), c["splits"])
     if c["V"] == 7:                         # TMA: tensor maps of x and of each weight part
         pair = 0 if w2 is None else 2 if fused else 1
-        f = _kernel90a("matmul_q8_tma.cu", "matmul_q8_0_tma", "128s128s128s128sPPiiiiiii",
-                       dict(BT=c["BT"], STAGES=c["STAGES"], GROUP=Q8_TMA_GROUP, PAIR=pair))
-        rb, box_rows = K // QK8_0 * Q8_0_BYTES, 64 if pair else 128   # a pair: 64 gate + 64 up rows a tile
-        wmap = [tensor_map(a, CU_TENSOR_MAP_UINT8, (rb, max(n, 1)), (rb,), (80, box_rows), CU_TENSOR_MAP_SWIZZLE_NONE)
-                for a, n in parts]
+        f = _kernel90a(tma.file, tma.name, "128s128s128s128sPPiiiiiii",
+                       dict(BT=c["BT"], STAGES=c["STAGES"], GROUP=Q8_TMA_GROUP, PAIR=pair, **tma.defines))
+        rb = K // DTYPES[wk].block_size * DTYPES[wk].type_size     # bytes of a raw row
+        box_rows = 64 if pair else 128                              # a pair: 64 gate + 64 up rows a tile
+        wmap = [tensor_map(a, CU_TENSOR_MAP_UINT8, (rb, max(n, 1)), (rb,), (tma.w_box, box_rows),
+                           CU_TENSOR_MAP_SWIZZLE_NONE) for a, n in parts]
         head = (tensor_map(_p(x), CU_TENSOR_MAP_FLOAT16, (K, M), (2 * K,), (64, c["BT"]), CU_TENSOR_MAP_SWIZZLE_128B),
                 *wmap)
         b, per = (384, 1, 1), c["st_per"] * Q8_TMA_GROUP    # 64-k tiles per split
@@ -831,9 +851,9 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
 
 
 def q8_gemm(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
-            part=None, stream=None, res=None, w2=None, cat=None):
+            part=None, stream=None, res=None, w2=None, cat=None, wk: str = "Q8_0"):
     "Launch version 6 or 7 once (see `q8_gemm_launcher`)."
-    q8_gemm_launcher(x, w, y, M, N, K, cfg, ldy, part, stream, res, w2, cat)()
+    q8_gemm_launcher(x, w, y, M, N, K, cfg, ldy, part, stream, res, w2, cat, wk)()
 
 # %% ../../notebooks/11_matmul.ipynb #22760a66
 QWEN3_8B_GEMM_SHAPES = [(4096, 4096), (4096, 1024), (4096, 12288), (12288, 4096)]   # (K, N): q/o, k/v, gate/up, down

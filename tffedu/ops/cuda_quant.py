@@ -19,11 +19,13 @@ from ..errors import ShapeError
 from ..quant import dequantize
 from ..tensor import DTYPES
 from .cuda import kernel, launch, set_smem
-from .cuda_matmul import (GPU_WEIGHTS, GpuWeight, MatmulPath, _cat_parts, _p, _q8_act_pieces, _x_as,
-                          _x_pieces, gemm16, gemv_config, q8_0_slab_rows, quantize_act_ref)
+from .cuda_matmul import (GPU_WEIGHTS, TMA_GEMMS, GpuWeight, MatmulPath, TmaGemm, _cat_parts, _p,
+                                    _q8_act_pieces, _x_as, _x_pieces, gemm16, gemv_config, q8_0_slab_rows,
+                                    q8_gemm, q8_gemm_available, q8_gemm_part_bytes, quantize_act_ref)
 
 # %% auto #0
-__all__ = ['QUANT_TYPES', 'GEMV_MAX_ROWS', 'quant_gemv_ref', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm']
+__all__ = ['QUANT_TYPES', 'GEMV_MAX_ROWS', 'quant_gemv_ref', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm',
+           'quant_w_box', 'quant_gemm_available', 'quant_gemm']
 
 # %% ../../notebooks/11a_quant_gemv.ipynb #30cb4e5c
 QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
@@ -76,6 +78,9 @@ def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=Non
         own = [Tensor.empty((T * K + T * (K // 32) * 4,), I8, "cuda")]
         xq, xd = own[0].data_ptr(), own[0].data_ptr() + T * K
     wp, xq, xd, yp = _p(w), _p(xq), _p(xd), _p(y)
+    starts = [wp] + ([_p(w2)] if w2 is not None else []) + [_p(m) for m, _ in (cat or ())]
+    if f.type_size % 4 == 0 and any(a % 4 for a in starts):   # the kernel reads their blocks as aligned words
+        raise ShapeError(f"{wk} weights must start 4-byte aligned (blocks of {f.type_size} bytes)")
     defines = {"WTYPE": f.ggml_id, "BATCH": T, "ROWS": rows, "WARPS": warps, "NSTAGE": stages}
     args = (wp, xq, xd, yp, np.int32(N), np.int32(K))
     grid_rows = N
@@ -128,6 +133,45 @@ def slab_gemm(xh, w, wk: str, y, M: int, N: int, K: int, wh, stream=None):
         dequant_f16(wp + n0 * row_bytes, wk, wh, r, K, stream)
         gemm16(xh, wh, yp + 4 * n0, M, r, K, "F16", ldy=N, stream=stream)
 
+# %% ../../notebooks/11a_quant_gemv.ipynb #d256badb
+def quant_w_box(wk: str) -> int:
+    """Bytes per row of the weight box of one 64-k tile: the blocks covering it (2 x 32 weights, or one
+    super-block) plus the most their start can lie past a 16-byte boundary, rounded up to 16."""
+    f = DTYPES[wk]
+    blocks = f.type_size * (64 // f.block_size or 1)             # the tiles' starts are this far apart too
+    return -(-(blocks + 16 - math.gcd(blocks, 16)) // 16) * 16
+
+
+for _name in QUANT_TYPES:                     # version 7 for every format: chapter 11's table
+    TMA_GEMMS[_name] = TmaGemm("matmul_quant_tma.cu", "matmul_quant_tma",
+                               {"WTYPE": DTYPES[_name].ggml_id, "W_BOX": quant_w_box(_name)}, quant_w_box(_name))
+
+
+def quant_gemm_available(wk: str, K: int) -> bool:
+    "The tensor-core GEMM runs here: sm_90, K % 256 == 0 and raw rows of a multiple of 16 bytes."
+    f = DTYPES[wk]
+    return K // f.block_size * f.type_size % 16 == 0 and q8_gemm_available(K)
+
+
+def quant_gemm(x, w, wk: str, y, M: int, N: int, K: int, part=None, stream=None, cfg: dict | None = None,
+               **epilogue):
+    """y f32 [M, N] = x fp16 [M, K] @ dequant(w).T on the tensor cores (version 7 for format `wk`),
+    with chapter 11's epilogues (`res`, `w2`, `cat`) and configurations (`cfg`: BT, splits, ...). A
+    cat whose parts are not whole 128-row tiles runs one launch per part, unsplit (into its plane of y)."""
+    if wk not in QUANT_TYPES or not quant_gemm_available(wk, K):
+        raise ShapeError(f"the {wk} tensor-core GEMM needs an sm_90 GPU, K % 256 == 0 and raw rows of a multiple "
+                         f"of 16 bytes (K={K}); the slab road (slab_gemm) takes the others")
+    cat = epilogue.get("cat")
+    if cat is not None:
+        parts = [(_p(w), N)] + [(_p(a), int(n)) for a, n in cat]
+        if any(n % 128 for _, n in parts[:-1]):
+            off = 0
+            for a, n in parts:
+                q8_gemm(x, a, _p(y) + 4 * off, M, n, K, cfg=dict(cfg or {}, splits=1), stream=stream, wk=wk)
+                off += M * n
+            return
+    q8_gemm(x, w, y, M, N, K, cfg, part=part, stream=stream, wk=wk, **epilogue)
+
 # %% ../../notebooks/11a_quant_gemv.ipynb #45f37448
 def _gemv(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
     "The GEMV: x quantized into `ws`, or packed already (`rmsnorm_q8`, xk I8)."
@@ -138,19 +182,28 @@ def _gemv(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
                    xd=ws.take(T * (K // 32) * 4), **epilogue)
 
 
-def _slab_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
-    return _x_pieces(xk, "F16", T, K) + [q8_0_slab_rows(N, K) * K * 2]
+def _gemm_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
+    xh = _x_pieces(xk, "F16", T, K)                            # fp16 activations
+    if quant_gemm_available(wk, K):
+        return xh + [q8_gemm_part_bytes(T, N, K, epilogue, V=7)]   # version 7's partial sums, if any
+    return xh + [q8_0_slab_rows(N, K) * K * 2]                 # the slab road: one fp16 slab
 
 
-def _slab(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
-    "Prefill and batches: x in fp16, then slabs of dequantized rows through the tensor cores."
+def _gemm(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
+    "Prefill and batches: x in fp16, then version 7 straight from the blocks (with the epilogue), or slabs."
     xh = _x_as(xp, xk, "F16", T, K, ws, stream)
-    slab_gemm(xh, wp, wk, yp, T, N, K, ws.take(q8_0_slab_rows(N, K) * K * 2), stream)
+    if quant_gemm_available(wk, K):
+        ep = "pair" if "w2" in epilogue else "res" if "res" in epilogue else None
+        rows = N + sum(n for _, n in epilogue.get("cat", ()))
+        quant_gemm(xh, wp, wk, yp, T, N, K, part=ws.take(q8_gemm_part_bytes(T, rows, K, ep, V=7)), stream=stream,
+                   **epilogue)
+    else:
+        slab_gemm(xh, wp, wk, yp, T, N, K, ws.take(q8_0_slab_rows(N, K) * K * 2), stream)
 
 
-for _name in QUANT_TYPES:               # one row per format: the GEMV at decode, slabs at prefill
+for _name in QUANT_TYPES:               # one row per format: the GEMV at decode, version 7 (or slabs) at prefill
     GPU_WEIGHTS[_name] = GpuWeight(
         _name, DTYPES[_name].block_size, DTYPES[_name].type_size,
-        prefill=MatmulPath(_slab, _slab_pieces),
+        prefill=MatmulPath(_gemm, _gemm_pieces, fuses=lambda T, K, wk=_name: quant_gemm_available(wk, K)),
         gemv=MatmulPath(_gemv, _q8_act_pieces, max_rows=GEMV_MAX_ROWS, fuses=True, packed_i8=True),
         get_rows=("gemv_quant.cu", "get_rows_quant", {"WTYPE": DTYPES[_name].ggml_id}))
