@@ -15,7 +15,7 @@
 //     (quant_blocks.cuh's word_<type>), so a thread reads only the words it multiplies;
 //   * codes to fp16 exactly (1024 + code under an fp16 exponent, minus 1024: v7's trick), then one
 //     fp16 multiply-add with the unit's scale and minimum rounded to fp16 (v7 rounds d * q once; here
-//     a and b are rounded too: |error| <= about 2 fp16 ulps of the weight, the tolerance test's).
+//     a and b are rounded too, a weight is off by about 2 fp16 ulps at most: the tests allow 2e-3).
 // 384 threads: two consumer warpgroups (128 weight rows x BT tokens) and a producer warpgroup.
 // Needs sm_90a.  K % 256 == 0 and every split whole groups of 4 tiles, 16-byte aligned x and raw rows
 // (row bytes % 16 == 0: the tensor map's stride); the parts of a cat (n1 < N) start at multiples of

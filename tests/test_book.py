@@ -25,14 +25,10 @@ NB = {p.stem: p for p in notebooks()}
 
 # notebook -> {test: what is wrong}, for notebooks under rewrite by their owners
 _LONG = "too long for one sitting: to be split into parts (issue 28)"
-KNOWN = {
-    "04_tokenizer": {"size": _LONG}, "09_kvcache": {"size": _LONG}, "10_cuda_basics": {"size": _LONG},
-    "11_matmul": {"size": _LONG}, "12_attention": {"size": _LONG}, "13_gpu_runtime": {"size": _LONG},
-    "14a_engine": {"size": _LONG},
-}
+KNOWN = {"11_matmul": {"size": _LONG}, "12_attention": {"size": _LONG}, "14a_engine": {"size": _LONG}}
 _RUNS = "prose quotes numbers of other runs: to be read from outputs (issue 28)"
 for _stem in ("11_matmul", "12_attention", "13_gpu_runtime"):
-    KNOWN[_stem]["numbers"] = _RUNS
+    KNOWN.setdefault(_stem, {})["numbers"] = _RUNS
 
 # measured-looking numbers the prose may quote without an output beside them: constants of the
 # code, a device's data sheet, measurements of another chapter or benchmark (named in the text)

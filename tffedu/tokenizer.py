@@ -520,7 +520,7 @@ def from_gguf(cls: Tokenizer, path) -> Tokenizer:
 
 load_tokenizer = Tokenizer.from_gguf  # section 9 extends it to Hugging Face folders
 
-# %% ../notebooks/04_tokenizer.ipynb #c3bd6c49
+# %% ../notebooks/04_tokenizer.ipynb #549fc5b9
 MAX_TEMPLATE_CHARS = 1 << 18     # the template text (real ones: 1-20 kB)
 MAX_RENDER_CHARS = 1 << 22       # any string or list a template builds, and its output
 MAX_INT_ARG = 1 << 16            # integer arguments of filters and methods (widths, counts)
@@ -587,7 +587,7 @@ def _check_size(x, what: str):
         raise _TemplateLimit(f"{what} makes a {x.bit_length()}-bit integer (at most {MAX_INT_BITS})")
     return x
 
-
+# %% ../notebooks/04_tokenizer.ipynb #5a42fa69
 _FMT_NUMBER = re.compile(r"\d+")
 
 

@@ -323,7 +323,7 @@ class CudaGraph:
 
     __del__ = close
 
-# %% ../../notebooks/10_cuda_basics.ipynb #e9fa63f4
+# %% ../../notebooks/10_cuda_basics.ipynb #1a46f0e8
 PDL = os.environ.get("TFFEDU_PDL", "1") != "0"   # launch PDL_READY kernels with PDL (chapter 13)
 
 
@@ -350,7 +350,7 @@ def _dim3(d) -> tuple:
         raise ShapeError(f"a launch needs 1 to 3 dimensions >= 1, got {d}")
     return d
 
-
+# %% ../../notebooks/10_cuda_basics.ipynb #7ac7fd7d
 class Kernel:
     """One kernel of a `Module`: argument types given once (`prepare`), then launches through
     cuLaunchKernelEx. `pdl`: its source declares PDL_READY (it waits for the kernel before it)."""
@@ -403,7 +403,7 @@ class Kernel:
         run.keep = (params, ptrs)                    # the buffers the driver reads at each call
         return run
 
-
+# %% ../../notebooks/10_cuda_basics.ipynb #95cd6d14
 _PREPARED: dict = {}
 
 

@@ -92,7 +92,7 @@ def flash_attention(q, k, v, out=None, stream=None, scale: float | None = None, 
                  scale, causal, stream, version, config)
     return out
 
-# %% ../../notebooks/12_attention.ipynb #a4ea1484
+# %% ../../notebooks/12_attention.ipynb #36acbfe1
 def flash_head_dim_ok(D: int) -> bool:
     "The flash kernels (v2, v3) take this head dim: a multiple of 16 up to 128 (else the naive kernel)."
     return D % 16 == 0 and 16 <= D <= 128
@@ -131,7 +131,7 @@ def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int,
            np.int32(Hkv), np.float32(scale * math.log2(math.e)), np.int32(causal), np.uintp(cu), np.uintp(lens),
            np.uintp(tables), np.int32(ps), np.int32(max_pages), np.int32(n_pages), shared=smem)
 
-
+# %% ../../notebooks/12_attention.ipynb #2fc027da
 def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
                  scale: float | None = None, causal: bool = True, stream=None, version: int | None = None,
                  config: dict | None = None, paged: tuple | None = None) -> None:
@@ -436,7 +436,7 @@ def paged_attention(q, k_pages, v_pages, page_table, seq_len: int, scale: float 
                        scale, stream)
     return out
 
-# %% ../../notebooks/12_attention.ipynb #cd7e21fd
+# %% ../../notebooks/12_attention.ipynb #9db7d982
 VARLEN_SPLIT = 128   # keys per split of a decode step: fixed, so a sequence's splits (and its
                      # numbers, to the last bit) do not depend on the batch it is decoded in
 
@@ -492,7 +492,7 @@ def paged_attention_q8(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, 
     return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, True, True,
                    out, stream, workspace, stored)
 
-
+# %% ../../notebooks/12_attention.ipynb #c8efff57
 def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, decode: bool,
             quant: bool, out, stream, workspace, stored: bool = False):
     "paged_attention_varlen, or with `quant` (decode only) paged_attention_q8 (`stored`: K/V already in the pages)."

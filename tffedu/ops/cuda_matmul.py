@@ -619,7 +619,7 @@ def bench_gemv(shapes=QWEN3_8B_SHAPES, batches=(1, 2, 4, 8), versions=GEMV_VERSI
         del copies
     return out
 
-# %% ../../notebooks/11_matmul.ipynb #6e9cbcf1
+# %% ../../notebooks/11_matmul.ipynb #05db5e10
 # BT (tokens per tile) -> its ring: SK k per stage (256 for few tokens; 256 tokens x 256 k of fp16
 # would be 128 KB a stage), STAGES of them in shared memory, and LATE: the batch of a stage after
 # which the next stage's copies are issued (-1: before the first)
@@ -662,7 +662,7 @@ def q8_gemm_tokens(M: int) -> int:
     of tensor work (bench_q8_gemm: 128 is the faster up to 256 rows, 256 from 512)."""
     return next((b for b in (16, 32, 64) if M <= b), 128 if M <= 256 else 256)
 
-
+# %% ../../notebooks/11_matmul.ipynb #d3bf017d
 def q8_gemm_config(M: int, N: int, K: int, BT: int | None = None, SK: int | None = None,
                    STAGES: int | None = None, LATE: int | None = None, splits: int | None = None,
                    V: int | None = None, w_box: int = 80) -> dict:
@@ -727,7 +727,7 @@ def q8_gemm_part_bytes(M: int, N: int, K: int, epilogue: str | None = None, **cf
         return 0
     return c["splits"] * M * rows * 4
 
-
+# %% ../../notebooks/11_matmul.ipynb #8393c799
 CU_TENSOR_MAP_UINT8, CU_TENSOR_MAP_FLOAT16 = 0, 6           # CUtensorMapDataType
 CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_128B = 0, 3
 
@@ -766,7 +766,7 @@ class TmaGemm:
 
 TMA_GEMMS = {"Q8_0": TmaGemm("matmul_q8_tma.cu", "matmul_q8_0_tma", {}, 80)}   # chapter 11a adds the other formats
 
-
+# %% ../../notebooks/11_matmul.ipynb #117f969a
 def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
                      part=None, stream=None, res=None, w2=None, cat=None, wk: str = "Q8_0"):
     """A zero-argument callable launching version 6, or 7 (cfg V=7, or by default from Q8_TMA_MIN_M rows,
@@ -849,7 +849,7 @@ def q8_gemm_launcher(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, l
         reduce()
     return go
 
-
+# %% ../../notebooks/11_matmul.ipynb #64492602
 def q8_gemm(x, w, y, M: int, N: int, K: int, cfg: dict | None = None, ldy: int | None = None,
             part=None, stream=None, res=None, w2=None, cat=None, wk: str = "Q8_0"):
     "Launch version 6 or 7 once (see `q8_gemm_launcher`)."

@@ -20,8 +20,8 @@ from ..quant import dequantize
 from ..tensor import DTYPES
 from .cuda import kernel, launch, set_smem
 from .cuda_matmul import (GPU_WEIGHTS, TMA_GEMMS, GpuWeight, MatmulPath, TmaGemm, _cat_parts, _p,
-                                    _q8_act_pieces, _x_as, _x_pieces, gemm16, gemv_config, q8_0_slab_rows,
-                                    q8_gemm, q8_gemm_available, q8_gemm_part_bytes, quantize_act_ref)
+                          _q8_act_pieces, _x_as, _x_pieces, gemm16, gemv_config, q8_0_slab_rows, q8_gemm,
+                          q8_gemm_available, q8_gemm_part_bytes, quantize_act_ref)
 
 # %% auto #0
 __all__ = ['QUANT_TYPES', 'GEMV_MAX_ROWS', 'quant_gemv_ref', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm',
