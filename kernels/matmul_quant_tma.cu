@@ -13,7 +13,7 @@
 //   * a thread's A fragment of one 64-k tile is, per row, elements 2t + {0, 1, 8, 9, 16, 17, 24, 25}
 //     of each of the tile's two units: code words (t / 2) + {0, 2, 4, 6}, the half t % 2 of each
 //     (quant_blocks.cuh's word_<type>), so a thread reads only the words it multiplies;
-//   * codes to fp16 exactly (1024 + code under an fp16 exponent, minus 1024: v7's trick), then one
+//   * codes to fp16 exactly (1152 + code under an fp16 exponent, minus 1152: v7's trick), then one
 //     fp16 multiply-add with the unit's scale and minimum rounded to fp16 (v7 rounds d * q once; here
 //     a and b are rounded too, a weight is off by about 2 fp16 ulps at most: the tests allow 2e-3).
 // 384 threads: two consumer warpgroups (128 weight rows x BT tokens) and a producer warpgroup.
