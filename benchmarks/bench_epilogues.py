@@ -20,7 +20,7 @@ def main():
     import pycuda.driver as drv
     import pycuda.gpuarray as ga
     from tffedu.factory import OPS
-    from tffedu.ops import cuda_matmul as cm
+    from tffedu.ops import cuda_gemm as gm
     from tffedu.ops.cuda import CudaGraph, context, device_info, time_ms
     context()
     stream = drv.Stream()
@@ -30,7 +30,7 @@ def main():
     print(f"{'K->N':>12} {'T':>2} {'what':<34} {'us':>7} {'GB/s':>6}")
     for K, N in ((4096, 4096), (12288, 4096), (4096, 12288), (1024, 3072), (3072, 1024)):
         for T in (1, 4):
-            raw = cm.gguf_quantize_rows(rng.standard_normal((min(N, 2048), K), dtype=np.float32))
+            raw = gm.gguf_quantize_rows(rng.standard_normal((min(N, 2048), K), dtype=np.float32))
             full = np.resize(raw, (N, raw.shape[1]))
             wbytes = full.nbytes
             n = max(2, math.ceil(4 * l2 / wbytes))
@@ -38,7 +38,7 @@ def main():
             x = ga.to_gpu(rng.standard_normal((T, K), dtype=np.float32))
             r = ga.to_gpu(rng.standard_normal((T, N), dtype=np.float32))
             y, y2 = ga.empty((T, N), np.float32), ga.empty((T, N), np.float32)
-            L = lambda wi, out, **kw: cm.q8_0_gemv_launcher(wi, x, out, N, K, T, "dp4a", stream, **kw)  # noqa: E731
+            L = lambda wi, out, **kw: gm.q8_0_gemv_launcher(wi, x, out, N, K, T, "dp4a", stream, **kw)  # noqa: E731
             plain = [L(w[i], y) for i in range(n)]
             add = [L(w[i], y, res=r) for i in range(n)]
             pairs = [(L(w[2 * i], y), L(w[2 * i + 1], y2)) for i in range(n)]

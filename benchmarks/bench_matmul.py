@@ -20,35 +20,36 @@ sys.path.insert(0, str(ROOT))
 
 def variants():
     "Every (file, defines) the tests, the notebook and the benchmarks compile."
-    from tffedu.ops import cuda_matmul as cm
-    v = [("matmul_naive.cu", {}), ("matmul_mma.cu", {}), ("gemv_q8_0.cu", {}),
+    from tffedu.ops import cuda_gemm as gm
+    from tffedu.ops import cuda_q8_gemm as qm
+    v = [("ladder/matmul_naive.cu", {}), ("matmul_mma.cu", {}), ("gemv_q8_0.cu", {}),
          ("matmul_regblock.cu", {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8})]
-    v += [("matmul_tiled.cu", {"TILE": t}) for t in (8, 16, 32)]
-    v += [("matmul_mma.cu", dict(c)) for c in cm.MMA_CONFIGS]
+    v += [("ladder/matmul_tiled.cu", {"TILE": t}) for t in (8, 16, 32)]
+    v += [("matmul_mma.cu", dict(c)) for c in gm.MMA_CONFIGS]
     g = lambda T, r, w, s: ("gemv_q8_0.cu", {"BATCH": T, "ROWS": r, "WARPS": w, "NSTAGE": s})
     for T in range(1, 9):
         v.append(("gemv_q8_0.cu", {"BATCH": T, "WARPS": 4}))
-        v.append(g(T, *cm.gemv_config(T)))
+        v.append(g(T, *gm.gemv_config(T)))
     for T in (1, 8):
-        v += [g(T, *c) for c in cm.GEMV_SWEEP]
+        v += [g(T, *c) for c in gm.GEMV_SWEEP]
     v += [g(5, *c) for c in ((1, 2, 2), (2, 4, 3), (4, 2, 4), (4, 1, 2), (1, 8, 4), (2, 2, 4))]
-    v += [g(1, *c) for c in cm.PERSIST_SWEEP]          # v4 (same file and defines as v3)
+    v += [g(1, *c) for c in gm.PERSIST_SWEEP]          # v4 (same file and defines as v3)
     v += [g(T, *c) for T in (1, 3) for c in ((1, 4, 2), (1, 4, 4), (2, 4, 2), (4, 2, 2), (1, 8, 2), (2, 2, 3))]
-    v += [("sm_90a", "matmul_wgmma.cu", dict(c)) for c in cm.WGMMA_CONFIGS]
-    v += [("sm_90a", "matmul_q8_wgmma.cu", dict(c)) for c in cm.Q8_GEMM_CONFIGS]
-    # chapter 11a: the GEMV of every block format at every batch, and version 7 of each (every tile, pair mode)
+    v += [("sm_90a", "matmul_wgmma.cu", dict(c)) for c in gm.WGMMA_CONFIGS]
+    v += [("sm_90a", "matmul_q8_wgmma.cu", dict(c)) for c in qm.Q8_GEMM_CONFIGS]
+    # chapter 11c: the GEMV of every block format at every batch, and version 7 of each (every tile, pair mode)
     from tffedu.ops import cuda_quant as cq
     from tffedu.tensor import DTYPES
     for wk in cq.QUANT_TYPES:
         wt = {"WTYPE": DTYPES[wk].ggml_id}
         for T in range(1, 9):
             for ep in (None, "pair", "res"):
-                r, w, st = cm.gemv_config(T, 4096, ep)
+                r, w, st = gm.gemv_config(T, 4096, ep)
                 v.append(("gemv_quant.cu", {**wt, "BATCH": T, "ROWS": r, "WARPS": w, "NSTAGE": st}))
         for BT in (16, 32, 64, 128, 256):
             for pair in (0, 1, 2):
-                v.append(("sm_90a", "matmul_quant_tma.cu", dict(BT=BT, STAGES=cm.q8_tma_stages(BT, cq.quant_w_box(wk)),
-                                                                GROUP=cm.Q8_TMA_GROUP, PAIR=pair, **cm.TMA_GEMMS[wk].defines)))
+                v.append(("sm_90a", "matmul_quant_tma.cu", dict(BT=BT, STAGES=qm.q8_tma_stages(BT, cq.quant_w_box(wk)),
+                                                                GROUP=qm.Q8_TMA_GROUP, PAIR=pair, **qm.TMA_GEMMS[wk].defines)))
     # chapter 12's flash attention: the tile shapes and switches its tests and notebook compile
     fl = [{}, dict(NWARPS=4, BC=64), dict(NWARPS=4, BC=32), dict(NWARPS=8, BC=64), dict(NWARPS=8, BC=32),
           dict(NWARPS=4, BC=64, MINB=3), dict(NWARPS=2, BC=64), dict(NWARPS=2, BC=32),
@@ -113,12 +114,12 @@ def main():
     if a.precompile:
         precompile()
         return
-    from tffedu.ops import cuda_matmul as cm
+    from tffedu.ops import cuda_gemm as gm
     from tffedu.ops.cuda import copy_bandwidth, device_info
     info = device_info()
     copy = copy_bandwidth(1 << 30)
-    gemm = cm.bench_gemm(4096, 4096, 4096)
-    gemv = cm.bench_gemv(sweep=not a.no_sweep)
+    gemm = gm.bench_gemm(4096, 4096, 4096)
+    gemv = gm.bench_gemv(sweep=not a.no_sweep)
     print(f"{info['name']}: device-to-device copy {copy:.0f} GB/s")
     print(f"{'GEMM 4096^3':44s} {'ms':>8s} {'TFLOP/s':>8s}")
     for r in gemm:

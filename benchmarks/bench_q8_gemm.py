@@ -20,12 +20,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 def sweep_configs(M):
     """Launches to try besides the chosen one, of versions 6 and 7. Few tokens (M <= 128): the small
     tiles, K split 1..16 (and version 6's other rings). Many: the 128- and 256-token tiles, K split 1..4."""
-    from tffedu.ops import cuda_matmul as cm
+    from tffedu.ops import cuda_q8_gemm as qm
     big = M > 128
     tiles = (128, 256) if big else (16, 32, 64)
     out = [dict(V=v, BT=b, splits=s) for v in (6, 7) for b in tiles for s in ((1, 2, 3, 4) if big else (1, 2, 4, 8, 16))]
-    return out + [dict(c, V=6, splits=s) for c in cm.Q8_GEMM_CONFIGS if c["BT"] in tiles
-                  and {k: c[k] for k in ("SK", "STAGES", "LATE")} != cm.Q8_GEMM_TILES.get(c["BT"]) for s in (1, 2)]
+    return out + [dict(c, V=6, splits=s) for c in qm.Q8_GEMM_CONFIGS if c["BT"] in tiles
+                  and {k: c[k] for k in ("SK", "STAGES", "LATE")} != qm.Q8_GEMM_TILES.get(c["BT"]) for s in (1, 2)]
 
 
 def main():
@@ -36,14 +36,14 @@ def main():
     ap.add_argument("--small", action="store_true", help="also Qwen3-0.6B's FFN shapes")
     ap.add_argument("--mmq", action="store_true", help="also the int8 tensor-core GEMM (q8_mmq)")
     a = ap.parse_args()
-    from tffedu.ops import cuda_matmul as cm
-    batches = tuple(a.batches or cm.Q8_GEMM_BATCHES)
+    from tffedu.ops import cuda_q8_gemm as qm
+    batches = tuple(a.batches or qm.Q8_GEMM_BATCHES)
     global SHAPES
-    SHAPES = cm.QWEN3_8B_GEMM_SHAPES + ([(1024, 3072), (3072, 1024)] if a.small else [])
+    SHAPES = qm.QWEN3_8B_GEMM_SHAPES + ([(1024, 3072), (3072, 1024)] if a.small else [])
     rows = []
     for M in batches:     # configs per M: only the tiles that are not much wider than M
         cfgs = sweep_configs(M) if a.sweep and M > 1 else ()
-        rows += cm.bench_q8_gemm(batches=(M,), configs=cfgs, reps=5, shapes=SHAPES, mmq=a.mmq)
+        rows += qm.bench_q8_gemm(batches=(M,), configs=cfgs, reps=5, shapes=SHAPES, mmq=a.mmq)
     key = lambda r: (r["K"], r["N"], r["M"], r["us"])
     for (K, N, M) in sorted({(r["K"], r["N"], r["M"]) for r in rows}):
         rs = sorted((r for r in rows if (r["K"], r["N"], r["M"]) == (K, N, M)), key=key)

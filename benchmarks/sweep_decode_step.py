@@ -42,7 +42,7 @@ def main():
     import tffedu
     from tffedu.engine import Engine
     from tffedu.ops import cuda_attention as ca
-    from tffedu.ops import cuda_matmul as cm
+    from tffedu.ops import cuda_gemm as gm
     from tffedu.ops.cuda import time_all
 
     model = tffedu.load(a.model, device="cuda", n_ctx=4096)
@@ -50,7 +50,7 @@ def main():
     eng = Engine(model, max_batch=1, prefix_caching=False, token_budget=2049)
     rng = np.random.default_rng(0)
     override = {}                                   # (epilogue, N, K) -> (rows, warps, stages)
-    plain = cm.q8_0_gemv_launcher
+    plain = gm.q8_0_gemv_launcher
 
     def launcher(w, x, y, N, K, T=1, version="dp4a", stream=None, rows=None, warps=None, stages=None, **kw):
         ep = "pair" if kw.get("w2") is not None else "res" if kw.get("res") is not None else \
@@ -58,7 +58,7 @@ def main():
         if rows is None and int(T) == 1 and version == "dp4a" and (ep, int(N), int(K)) in override:
             rows, warps, stages = override[ep, int(N), int(K)]
         return plain(w, x, y, N, K, T, version, stream, rows=rows, warps=warps, stages=stages, **kw)
-    cm.q8_0_gemv_launcher = launcher
+    gm.q8_0_gemv_launcher = launcher
 
     def step_ms(depth: int) -> float:
         "The replayed decode step after `depth` tokens, planned and captured afresh."

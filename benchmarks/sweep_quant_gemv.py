@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Chapter 11a's GEMV on the GPU: GB/s of weights for each block format, batch and tiling
+"""Chapter 11c's GEMV on the GPU: GB/s of weights for each block format, batch and tiling
 (rows per warp, warps per block, pipeline stages), on Qwen3-8B's shapes, against chapter 11's Q8_0
 GEMV on the same weights. Every launch reads weights that are not in L2 (copies rotated), replayed
 from a CUDA graph as a decode step runs it.
@@ -25,7 +25,7 @@ def main():
     import pycuda.driver as drv
     import pycuda.gpuarray as ga
     from tffedu.ops.cuda import CudaGraph, context, copy_bandwidth, device_info, time_ms
-    from tffedu.ops.cuda_matmul import q8_0_gemv_launcher
+    from tffedu.ops.cuda_gemm import q8_0_gemv_launcher
     from tffedu.ops.cuda_quant import _tile_vec, quant_gemv_launcher
     from tffedu.quant import quantize
 
@@ -71,7 +71,8 @@ def main():
                     print(rows[-1], flush=True)
     # prefill at 512 tokens: the slab road (dequantize rows to fp16, then version 5) against version 7
     # from the blocks, and chapter 11's version 7 on Q8_0 of the same shape
-    from tffedu.ops.cuda_matmul import q8_0_slab_rows, q8_gemm, q8_gemm_part_bytes
+    from tffedu.ops.cuda_gemm import q8_0_slab_rows
+    from tffedu.ops.cuda_q8_gemm import q8_gemm, q8_gemm_part_bytes
     from tffedu.ops.cuda_quant import quant_gemm, quant_gemm_available, slab_gemm
     prefill = []
     M = 512

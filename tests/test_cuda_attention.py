@@ -158,7 +158,7 @@ def test_flash_attention_v4(A, rng, cfg, D, Lq, Lk, causal):
     lands, in tiles of 64 or 128 keys; the consumer warpgroups' turns with PINGPONG) on odd shapes,
     GQA 3:1 and batch 2 (a tile of the first sequence reads the next one's rows: masked), against
     float64."""
-    from tffedu.ops.cuda_matmul import wgmma_available
+    from tffedu.ops.cuda_gemm import wgmma_available
     if not wgmma_available():
         pytest.skip("version 4 needs an sm_90 GPU")
     B, Hkv, Hq = 2, 2, 6
@@ -200,7 +200,7 @@ def test_paged_prefill_v4(monkeypatch, ps, cfg):
     steps of several sequences, cached tokens before the new ones, GQA, head dims 64 and 128, one TMA
     box per page; against float64 through the page tables."""
     from tffedu.ops import cuda_attention as ca
-    from tffedu.ops.cuda_matmul import wgmma_available
+    from tffedu.ops.cuda_gemm import wgmma_available
     if not wgmma_available():
         pytest.skip("version 4 needs an sm_90 GPU")
     for name in ("FLASH", "FLASH_SMALL", "FLASH_HOPPER"):
@@ -231,7 +231,7 @@ def test_paged_attention_survives_hostile_tables(monkeypatch, flash, D):
     from tffedu.errors import ShapeError
     from tffedu.factory import OPS
     from tffedu.ops import cuda_attention as ca
-    from tffedu.ops.cuda_matmul import wgmma_available
+    from tffedu.ops.cuda_gemm import wgmma_available
     from tests.test_op_contract import host as host_, paged_batch, rel, to_device, varlen_ref
     if flash is not None:
         if not wgmma_available() or D != 128:

@@ -12,6 +12,8 @@ import pytest
 from gguf import GGMLQuantizationType as QT
 
 from tffedu.errors import ShapeError
+from tffedu.ops import cuda_gemm as gm
+from tffedu.ops import cuda_q8_gemm as qm
 from tffedu.ops import cuda_matmul as cm
 from tffedu.ops import cuda_quant as cq
 from tffedu.quant import dequantize, quantize
@@ -45,7 +47,7 @@ def test_reference_is_the_quantized_product(wk):
     K = 512
     raw = weights(wk, 5, K, 1)
     x = np.random.default_rng(2).standard_normal((3, K)).astype(np.float32)
-    xq, xd = cm.quantize_act_ref(x)
+    xq, xd = gm.quantize_act_ref(x)
     xs = (xq.reshape(3, -1, 32) * xd[..., None].astype(np.float64)).reshape(3, K)
     want = xs @ gguf.quants.dequantize(raw, QT[wk]).astype(np.float64).T
     np.testing.assert_allclose(cq.quant_gemv_ref(x, raw, wk, K), want, rtol=1e-12, atol=1e-12)
@@ -53,8 +55,8 @@ def test_reference_is_the_quantized_product(wk):
 
 def test_slab_rows():
     "The prefill slabs are chapter 11's (one size of slab for every format)."
-    assert cm.q8_0_slab_rows(12288, 4096) == min(12288, cm.DEQUANT_SLAB_BYTES // (2 * 4096) // 128 * 128)
-    assert cm.q8_0_slab_rows(5, 256) == 5 and cm.q8_0_slab_rows(10 ** 6, 10 ** 6) == 128
+    assert gm.q8_0_slab_rows(12288, 4096) == min(12288, gm.DEQUANT_SLAB_BYTES // (2 * 4096) // 128 * 128)
+    assert gm.q8_0_slab_rows(5, 256) == 5 and gm.q8_0_slab_rows(10 ** 6, 10 ** 6) == 128
 
 
 def test_w_box_holds_every_tile():
@@ -70,10 +72,10 @@ def test_w_box_holds_every_tile():
             last = (64 * (kt + 1) - 1) // qk * nbytes + nbytes      # one past their end
             need = max(need, last - (first & ~15))
         assert box % 16 == 0 and need <= box < need + 16, wk
-        assert cm.TMA_GEMMS[wk].defines == {"WTYPE": QT[wk].value, "W_BOX": box}
+        assert qm.TMA_GEMMS[wk].defines == {"WTYPE": QT[wk].value, "W_BOX": box}
         for BT in (16, 32, 64, 128, 256):
-            S = cm.q8_tma_stages(BT, box)
-            assert S >= 3 and cm.q8_gemm_smem(dict(V=7, BT=BT, STAGES=S, WB=box)) <= 227 * 1024
+            S = qm.q8_tma_stages(BT, box)
+            assert S >= 3 and qm.q8_gemm_smem(dict(V=7, BT=BT, STAGES=S, WB=box)) <= 227 * 1024
 
 
 def test_tensor_core_path_needs_rows_of_whole_16_bytes():
@@ -106,7 +108,7 @@ def test_gemv_every_format(wk, N, K, T):
     x = np.random.default_rng(T).standard_normal((T, K)).astype(np.float32)
     y = _nan(ga, (T, N))
     cq.quant_gemv(ga.to_gpu(raw), wk, ga.to_gpu(x), y, N, K, T)
-    assert cm.relerr(y.get(), cq.quant_gemv_ref(x, raw, wk, K)) < 1e-5
+    assert gm.relerr(y.get(), cq.quant_gemv_ref(x, raw, wk, K)) < 1e-5
 
 
 @pytest.mark.gpu
@@ -131,13 +133,13 @@ def test_gemv_epilogues_and_packed_activations(wk, cfg):
     assert np.array_equal(y.get(), r + plain.get())
     y.fill(np.float32(np.nan))
     cq.quant_gemv(wd, wk, xd, y, N, K, T, w2=w2d, **kw)
-    assert cm.relerr(y.get(), g_ref / (1 + np.exp(-g_ref)) * u_ref) < 1e-5
+    assert gm.relerr(y.get(), g_ref / (1 + np.exp(-g_ref)) * u_ref) < 1e-5
     assert np.array_equal(y.get(), OPS.get("swiglu", "cuda")(plain, plain2).get())
     cat = _nan(ga, (T * (N + 64),))
     cq.quant_gemv(wd, wk, xd, cat, N, K, T, cat=[(w3d, 64)], **kw)
     got = cat.get()
     assert np.array_equal(got[: T * N].reshape(T, N), plain.get())
-    assert cm.relerr(got[T * N:].reshape(T, 64), cq.quant_gemv_ref(x, raw3, wk, K)) < 1e-5
+    assert gm.relerr(got[T * N:].reshape(T, 64), cq.quant_gemv_ref(x, raw3, wk, K)) < 1e-5
     # packed activations: rmsnorm_q8's bytes through the matmul_q8 op
     nw = ga.to_gpu((1 + 0.1 * rng.standard_normal(K)).astype(np.float32))
     packed = OPS.get("rmsnorm_q8", "cuda")(xd, nw, eps=1e-6)
@@ -155,7 +157,7 @@ def _gemm_ref(x, raw, wk, K):
 
 
 def _tc(ga):
-    if not cm.wgmma_available():
+    if not gm.wgmma_available():
         pytest.skip("the tensor-core GEMM needs an sm_90 GPU")
 
 
@@ -180,9 +182,9 @@ def test_quant_gemm_every_format(wk, M, N, K, cfg):
             cq.quant_gemm(ga.to_gpu(x), ga.to_gpu(raw), wk, y, M, N, K)
         return
     c = dict(V=7, **(cfg or {}))
-    part = ga.empty(max(1, cm.q8_gemm_part_bytes(M, N, K, **c) // 4), np.float32)
+    part = ga.empty(max(1, qm.q8_gemm_part_bytes(M, N, K, **c) // 4), np.float32)
     cq.quant_gemm(ga.to_gpu(x), ga.to_gpu(raw), wk, y, M, N, K, part=part, cfg=cfg)
-    assert cm.relerr(y.get(), _gemm_ref(x, raw, wk, K)) < GEMM_TOL
+    assert gm.relerr(y.get(), _gemm_ref(x, raw, wk, K)) < GEMM_TOL
 
 
 @pytest.mark.gpu
@@ -201,7 +203,7 @@ def test_quant_gemm_epilogues(wk, splits):
 
     def run(N, rows, ep, **kw):
         y = _nan(ga, (M, N) if ep else (M * rows,))
-        part = ga.empty(max(1, cm.q8_gemm_part_bytes(M, rows, K, ep, **c) // 4), np.float32)
+        part = ga.empty(max(1, qm.q8_gemm_part_bytes(M, rows, K, ep, **c) // 4), np.float32)
         cq.quant_gemm(xg, wg, wk, y, M, N, K, part=part, cfg=dict(splits=splits), **kw)
         return y.get()
 
@@ -210,14 +212,14 @@ def test_quant_gemm_epilogues(wk, splits):
     wg = ga.to_gpu(raw)
     g, u = _gemm_ref(x, raw, wk, K), _gemm_ref(x, up, wk, K)
     r = rng.standard_normal((M, N)).astype(np.float32)
-    assert cm.relerr(run(N, N, "res", res=ga.to_gpu(r)), g + r) < GEMM_TOL
-    assert cm.relerr(run(N, N, "pair", w2=ga.to_gpu(up)), g / (1 + np.exp(-g)) * u) < GEMM_TOL
+    assert gm.relerr(run(N, N, "res", res=ga.to_gpu(r)), g + r) < GEMM_TOL
+    assert gm.relerr(run(N, N, "pair", w2=ga.to_gpu(up)), g / (1 + np.exp(-g)) * u) < GEMM_TOL
     for Ns in [(256, 128, 64), (200, 100, 100)]:
         parts = [weights(wk, n, K, 10 + n) for n in Ns]
         wg = ga.to_gpu(parts[0])
         want = np.concatenate([_gemm_ref(x, p, wk, K).ravel() for p in parts])
         got = run(Ns[0], sum(Ns), None, cat=[(ga.to_gpu(p), n) for p, n in zip(parts[1:], Ns[1:])])
-        assert cm.relerr(got, want) < GEMM_TOL, Ns
+        assert gm.relerr(got, want) < GEMM_TOL, Ns
 
 
 @pytest.mark.gpu
@@ -236,7 +238,7 @@ def test_matmul_op_at_every_batch(wk):
             y = OPS.get("matmul", "cuda")(ga.to_gpu(x), ga.to_gpu(raw), w_dtype=wk).get()
             tol = 1e-5 if T <= 8 else 2e-3
             ref = cq.quant_gemv_ref(x, raw, wk, K) if T <= 8 else x.astype(np.float64) @ w64.T
-            assert cm.relerr(y, ref) < tol, (N, K, T)
+            assert gm.relerr(y, ref) < tol, (N, K, T)
 
 
 @pytest.mark.gpu

@@ -35,7 +35,7 @@ SHAPES = [
                                                                  rope_scaling={"rope_type": "linear", "factor": 4.0}), "F16", 5e-3),
     ("qwen2 h128 8/2 hd16 q/k/v biases Q8_0", lambda: tiny_qwen2(hidden=128, heads=8, kv_heads=2, ffn=256, seed=8), "Q8_0", 3e-2),
     ("qwen2 h96 6/1 hd16 tied F16", lambda: tiny_qwen2(hidden=96, heads=6, kv_heads=1, tied=True, seed=9), "F16", 5e-3),
-    # the files people download (llama.cpp's mixes; chapter 11a's kernels read them as stored)
+    # the files people download (llama.cpp's mixes; chapter 11c's kernels read them as stored)
     ("qwen3 h256 4/2 hd64 Q4_K_M", lambda: tiny_qwen3(hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=512,
                                                       seed=10), "Q4_K_M", 3e-2),
     ("llama h256 4/1 hd64 tied Q5_K_M", lambda: tiny_llama(hidden=256, heads=4, kv_heads=1, ffn=768, seed=11), "Q5_K_M", 3e-2),

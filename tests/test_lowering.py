@@ -123,7 +123,7 @@ def test_fused_decode_equals_unfused_on_the_gpu(files, name, monkeypatch):
 
 @pytest.mark.parametrize("B", [1, 8])
 def test_decode_of_a_mixed_k_quant_file_fuses_too(files, B):
-    """Every GEMV epilogue fires for a Q4_K_M file (chapter 11a's kernels read its types); q, k and v
+    """Every GEMV epilogue fires for a Q4_K_M file (chapter 11c's kernels read its types); q, k and v
     share one launch only where they share a type (a Q6_K attn_v runs alone, from the same packed
     activations)."""
     m = tffedu.load(files["qwen3 Q4_K_M"])

@@ -55,7 +55,8 @@ def test_nbdev_export_is_in_sync(tmp_path):
 
 
 def test_wheel_ships_the_kernels(tmp_path):
-    "A wheel built from the project holds every .cu/.cuh of kernels/ under tffedu/kernels, unchanged."
+    """A wheel built from the project holds every .cu/.cuh of kernels/ (and of kernels/ladder/, the
+    ladder's rungs) under tffedu/kernels, unchanged."""
     import importlib.util
     import zipfile
     offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
@@ -63,8 +64,10 @@ def test_wheel_ships_the_kernels(tmp_path):
                     "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("tffedu-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        shipped = {n.split("/")[-1]: zf.read(n) for n in zf.namelist() if n.startswith("tffedu/kernels/")}
-    sources = {p.name: p.read_bytes() for p in (ROOT / "kernels").iterdir() if p.suffix in (".cu", ".cuh")}
+        shipped = {n[len("tffedu/kernels/"):]: zf.read(n) for n in zf.namelist()
+                   if n.startswith("tffedu/kernels/") and n.endswith((".cu", ".cuh"))}
+    sources = {p.relative_to(ROOT / "kernels").as_posix(): p.read_bytes()
+               for p in (ROOT / "kernels").rglob("*") if p.suffix in (".cu", ".cuh")}
     assert sources and shipped == sources
 
 

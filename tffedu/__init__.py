@@ -23,8 +23,10 @@ Modules:
 - `tffedu.ops.cpu`: CPU backend (chapter 07): the transformer's operators in numpy, registered as backend "cpu".
 - `tffedu.ops.cuda`: CUDA backend, part 1 (chapter 10): context, kernel loader, timing, and the memory-bound ops.
 - `tffedu.ops.cuda_attention`: CUDA backend, part 3 (chapter 12): flash attention (prefill) and paged decode attention.
-- `tffedu.ops.cuda_matmul`: CUDA backend, part 2 (chapter 11): the matmul ladder and the Q8_0 GEMV.
-- `tffedu.ops.cuda_quant`: CUDA backend, part 2b (chapter 11a): the GGUF block formats besides Q8_0 read as stored.
+- `tffedu.ops.cuda_gemm`: CUDA backend, part 2 (chapter 11): the matmul ladder and the Q8_0 GEMV.
+- `tffedu.ops.cuda_matmul`: CUDA backend, part 2b (chapter 11b): the `matmul` op and its fused neighbours.
+- `tffedu.ops.cuda_q8_gemm`: CUDA backend, part 2a (chapter 11a): Q8_0 weights straight into the tensor cores.
+- `tffedu.ops.cuda_quant`: CUDA backend, part 2c (chapter 11c): the GGUF block formats besides Q8_0 read as stored.
 - `tffedu.planner`: The memory planner (chapter 06): an offset in one arena for every intermediate tensor.
 - `tffedu.quant`: Quantized block formats of ggml, dequantized and quantized in vectorized numpy (chapter 03).
 - `tffedu.runner`: The runner (chapter 13): one step of a model's paged graph on a device — the GPU runtime.

@@ -1,6 +1,6 @@
-"""Chapter 11a exercises: a Q4_K unit from its bytes (reference: gguf-py's dequantization of the
-block) and the GEMV's arithmetic for one unit (reference: the float64 product of the dequantized
-activations and weights)."""
+"""Chapter 11a exercises: version 6's exact dequantization (reference: gguf-py's dequantize rounded
+to float16, bit for bit) and version 7's TMA box (checked against TMA's rules: a 16-byte aligned
+start, the whole tile inside 80 bytes)."""
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -8,59 +8,39 @@ from gguf import GGMLQuantizationType as QT
 rng = np.random.default_rng(0)
 
 
-def random_q4_k(n):
-    "Random 144-byte Q4_K blocks: every bit pattern of scales and codes, sane float16 d and dmin."
-    b = rng.integers(0, 256, (n, 144), dtype=np.uint8)
-    b[:, 0:4] = rng.uniform(1e-3, 0.1, (n, 2)).astype(np.float16).view(np.uint8)
-    return b
+def test_ch11a_1_dequant_bias_trick(impl):
+    W = rng.standard_normal((64, 128)) * 10.0 ** rng.uniform(-8, 2, (64, 1))     # subnormal to large scales
+    b = gguf.quants.quantize(W.astype(np.float32), QT.Q8_0).reshape(64, 4, 34)
+    d = b[..., :2].copy().view(np.float16)                                   # [64, 4, 1]
+    q = b[..., 2:].copy().view(np.int8)                                      # [64, 4, 32]
+    ref = gguf.quants.dequantize(b.reshape(64, -1), QT.Q8_0).astype(np.float16).reshape(64, 4, 32)
+    got = np.asarray(impl.dequant_bias_trick(q, d))
+    assert got.dtype == np.float16 and got.shape == q.shape
+    np.testing.assert_array_equal(got.view(np.uint16), ref.view(np.uint16))
 
 
-def test_ch11a_1_q4_k_unit(impl):
-    for block in random_q4_k(50):
-        ref = gguf.quants.dequantize(block, QT.Q4_K).reshape(8, 32)
-        for j in range(8):
-            q, a, b = impl.q4_k_unit(block, j)
-            assert np.array_equal(np.float32(a) * np.asarray(q, np.float32) + np.float32(b), ref[j]), j
+def test_ch11a_2_tma_weight_box(impl):
+    for kt in range(1000):
+        start, offset = impl.tma_weight_box(kt)
+        assert start % 16 == 0, (kt, start)                                  # TMA's rule
+        assert start <= 68 * kt and 68 * kt + 68 <= start + 80, (kt, start)  # the tile inside the box
+        assert offset == 68 * kt - start, (kt, offset)
 
 
-def test_ch11a_2_unit_dot(impl):
-    for seed in range(20):
-        r = np.random.default_rng(seed)
-        q, a, b = r.integers(0, 16, 32), np.float32(r.uniform(1e-3, 0.1)), np.float32(-r.uniform(0, 0.5))
-        x = (r.standard_normal(32) * 10.0 ** r.uniform(-3, 3)).astype(np.float32)
-        dx = np.abs(x).max() / np.float32(127)
-        xs = np.rint(x / dx) * np.float64(dx)                     # the activations the kernel sees
-        want = float(((a * q.astype(np.float64) + b) * xs).sum())
-        assert abs(impl.unit_dot(q, a, b, x) - want) <= 1e-6 * max(1.0, abs(want))
+def _bias_127(q, d):         # the wrong bias: every weight off by one step of d
+    h = (np.uint16(0x6400) | (np.asarray(q, np.int8).view(np.uint8) ^ np.uint8(0x80)).astype(np.uint16)).view(np.float16)
+    return (h - np.float16(1151)) * np.asarray(d, np.float16)
 
 
-def test_ch11a_3_fragment_words(impl):
-    "PTX's m16n8k16 A fragment (a0..a7 of lane 4g + t: columns 2t, 2t+1, then + 8), two k16 slices."
-    seen = []
-    for t in range(4):
-        elements, words = impl.fragment_words(t)
-        ptx = [c + 16 * s for s in (0, 1) for c in (2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9)]
-        assert list(elements) == sorted(ptx), t
-        assert list(words) == sorted({e // 4 for e in ptx}) and len(words) == 4, t
-        seen += list(elements)
-    assert sorted(seen) == list(range(32))               # the quad multiplies the whole unit once
+def _box_at_tile(kt):        # no rounding: 68 kt is 16-byte aligned only when kt % 4 == 0
+    return 68 * kt, 0
 
 
-def _swapped_nibbles(block, j):
-    from solutions.ch11a import q4_k_unit
-    return q4_k_unit(block, j ^ 1)
+def _box_rounded_up(kt):     # aligned, but past the tile's first bytes
+    start = -(-68 * kt // 16) * 16
+    return start, 68 * kt - start
 
 
-def _every_word(t):
-    from solutions.ch11a import fragment_words
-    return fragment_words(t)[0], list(range(8))
-
-
-def _no_minimum(q, a, b, x):
-    from solutions.ch11a import unit_dot
-    return unit_dot(q, a, 0.0, x)
-
-
-WRONG = {"test_ch11a_1_q4_k_unit": {"low-high-swapped": {"q4_k_unit": _swapped_nibbles}},
-         "test_ch11a_2_unit_dot": {"no-minimum": {"unit_dot": _no_minimum}},
-         "test_ch11a_3_fragment_words": {"every-word": {"fragment_words": _every_word}}}
+WRONG = {"test_ch11a_1_dequant_bias_trick": {"bias-1151": {"dequant_bias_trick": _bias_127}},
+         "test_ch11a_2_tma_weight_box": {"unaligned": {"tma_weight_box": _box_at_tile},
+                                         "rounded-up": {"tma_weight_box": _box_rounded_up}}}

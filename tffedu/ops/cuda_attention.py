@@ -20,8 +20,8 @@ from ..factory import OPS
 from ..kvcache import check_cu_seqlens                 # chapter 09's check of a step's row offsets
 from .cuda import (Workspace, cast, cast_raw, check, device_info, kernel, kind, launch, output,
                              ptr, qk_pair_launch, set_smem, with_workspace, workspace_bytes, _drv)
-from .cuda_matmul import (CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, _kernel90a, tensor_map,
-                                    wgmma_available)     # chapter 11's TMA maps and sm_90a builds
+from .cuda_gemm import _kernel90a, wgmma_available                       # chapter 11's sm_90a builds
+from .cuda_q8_gemm import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, tensor_map  # and TMA maps
 
 # %% auto #0
 __all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_head_dim_ok',
