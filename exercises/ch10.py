@@ -5,7 +5,8 @@ Write each function, then check it: python -m tffedu.exercises ch10
 (the reference answers are in solutions/ch10.py: look once you have tried)
 """
 import numpy as np
-__all__ = ['launch_config', 'warp_reduce_sum']
+from exercises import kernel_file
+__all__ = ['launch_config', 'warp_reduce_sum', 'silu_mul_kernel']
 
 
 def launch_config(n, block=256, max_grid=2 ** 31 - 1):
@@ -20,3 +21,10 @@ def warp_reduce_sum(lanes):
     i ^ offset held before the step. Return the 32 lanes' values after the last step (float32):
     every lane then holds the sum, so no broadcast is needed after it."""
     raise NotImplementedError("ch10: warp_reduce_sum is yours to write")
+
+
+def silu_mul_kernel():
+    """Exercise 10.3 (medium, GPU): write the body of `silu_mul` in exercises/kernels/silu_mul.cu: out =
+    silu(gate) * up with a grid-stride loop. Returns the path of your kernel file, which the check
+    compiles and runs on the GPU (against numpy)."""
+    return kernel_file("silu_mul.cu", "ch10")

@@ -4,7 +4,8 @@ Write each function, then check it: python -m tffedu.exercises ch12
 (the reference answers are in solutions/ch12.py: look once you have tried)
 """
 import numpy as np
-__all__ = ['merge_softmax_stats', 'flash_attention']
+from exercises import kernel_file
+__all__ = ['merge_softmax_stats', 'flash_attention', 'softmax_rows_kernel']
 
 
 def merge_softmax_stats(m1, l1, m2, l2):
@@ -19,3 +20,11 @@ def flash_attention(q, k, v, block_q=16, block_k=16, causal=True):
     the whole [T, S] score matrix: for each block of queries keep a running max, sum and output,
     rescaled at every block of keys."""
     raise NotImplementedError("ch12: flash_attention is yours to write")
+
+
+def softmax_rows_kernel():
+    """Exercise 12.3 (medium, GPU): finish `softmax_rows_ex` in exercises/kernels/softmax_rows.cu: merge
+    the lanes' online-softmax (max, sum) pairs with shuffles, then write the row's softmax. Returns
+    the path of your kernel file, which the check compiles and runs on the GPU (against numpy, on
+    rows up to 1e4 in size)."""
+    return kernel_file("softmax_rows.cu", "ch12")

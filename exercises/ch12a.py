@@ -1,24 +1,20 @@
-"""Chapter 12a (lowering): your answers.
+"""Chapter 12a (flash attention on Hopper): your answers, numpy models.
 
 Write each function, then check it: python -m tffedu.exercises ch12a
 (the reference answers are in solutions/ch12a.py: look once you have tried)
 """
-from dataclasses import replace
-__all__ = ['fuse_qk_norm_rope', 'planar_index']
+__all__ = ['transpose_by_blocks', 'swizzle_128b']
 
 
-def fuse_qk_norm_rope(n, users):
-    """Exercise 12a.1 (hard): the lowering rule of section 2, for chapter 05's `fuse`. Given a node
-    `n` and `users` (node -> the op nodes that read it), return the fused node when `n` is a
-    `rope` whose input is a per-head `rmsnorm` (3-D, with a weight) that nothing else reads: a copy
-    of `n` with op 'qk_norm_rope', inputs (x, w, pos) and attrs {'eps': the norm's eps (default
-    1e-6), **the rope's attrs}. Else None."""
-    raise NotImplementedError("ch12a: fuse_qk_norm_rope is yours to write")
+def transpose_by_blocks(v):
+    """Exercise 12a.1 (easy): V transposed the way version 4's producer does it: v [keys, dim], both
+    multiples of 8, cut into 8 x 8 blocks; each block is transposed (ldmatrix.trans) and written
+    where its mirror block goes in the [dim, keys] result (stmatrix). Returns the [dim, keys] array."""
+    raise NotImplementedError("ch12a: transpose_by_blocks is yours to write")
 
 
-def planar_index(t, n, T, Ns):
-    """Exercise 12a.2 (medium): where `matmul_cat` puts element (t, n) of the products laid side by
-    side, x @ [w0; w1; ...].T (T rows, sum(Ns) columns): its output is planar, each product's
-    [T, Ns[i]] block after the previous one. Return the flat index (an int); an IndexError
-    outside the T x sum(Ns) products."""
-    raise NotImplementedError("ch12a: planar_index is yours to write")
+def swizzle_128b(row, chunk):
+    """Exercise 12a.2 (medium): TMA's 128-byte swizzle. A row of a tile in shared memory is 128 bytes,
+    eight 16-byte chunks. Returns the physical chunk (0..7) where logical chunk `chunk` of row `row`
+    lands: the chunk index XOR the row's position within its group of 8 rows."""
+    raise NotImplementedError("ch12a: swizzle_128b is yours to write")

@@ -3,7 +3,8 @@
 Write each function, then check it: python -m tffedu.exercises ch13
 (the reference answers are in solutions/ch13.py: look once you have tried)
 """
-__all__ = ['step_input_bytes', 'padding']
+from exercises import kernel_file
+__all__ = ['step_input_bytes', 'padding', 'kv_store_kernel']
 
 
 def step_input_bytes(B, max_pages, align=256):
@@ -19,3 +20,10 @@ def padding(sizes, buckets):
     in the smallest bucket >= its size; return the total padded rows (bucket - size, summed).
     A ValueError when a size fits no bucket."""
     raise NotImplementedError("ch13: padding is yours to write")
+
+
+def kv_store_kernel():
+    """Exercise 13.3 (easy, GPU): write `kv_store_ex` in exercises/kernels/kv_store.cu: each token's K row
+    into its slot of the paged cache, padding slots (-1) skipped. Returns the path of your kernel
+    file, which the check compiles and runs on the GPU (against numpy)."""
+    return kernel_file("kv_store.cu", "ch13")

@@ -2,7 +2,9 @@
 does, so they run without a GPU."""
 import numpy as np
 
-__all__ = ["launch_config", "warp_reduce_sum"]
+from solutions import kernel_file
+
+__all__ = ["launch_config", "warp_reduce_sum", "silu_mul_kernel"]
 
 
 def launch_config(n, block=256, max_grid=2**31 - 1):
@@ -24,3 +26,10 @@ def warp_reduce_sum(lanes):
     for off in (16, 8, 4, 2, 1):
         v = (v + v[lane ^ off]).astype(np.float32)
     return v
+
+
+def silu_mul_kernel():
+    """Exercise 10.3 (medium, GPU): write the body of `silu_mul` in exercises/kernels/silu_mul.cu: out =
+    silu(gate) * up with a grid-stride loop. Returns the path of your kernel file, which the check
+    compiles and runs on the GPU (against numpy)."""
+    return kernel_file("silu_mul.cu")

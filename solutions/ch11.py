@@ -1,7 +1,9 @@
 """Chapter 11 (the matmul ladder, the Q8_0 GEMV): reference solutions, numpy models."""
 import numpy as np
 
-__all__ = ["tiled_matmul", "q8_0_gemv"]
+from solutions import kernel_file
+
+__all__ = ["tiled_matmul", "q8_0_gemv", "gemv_q8_0_kernel"]
 
 
 def tiled_matmul(a, b, tile=16):
@@ -31,3 +33,11 @@ def q8_0_gemv(x, raw, n_rows):
     d = b[..., :2].copy().view(np.float16)[..., 0].astype(np.float32)       # [N, K/32]
     q = b[..., 2:].copy().view(np.int8).astype(np.float32)                  # [N, K/32, 32]
     return (d * np.einsum("nbk,bk->nb", q, x.reshape(-1, 32))).sum(-1)
+
+
+def gemv_q8_0_kernel():
+    """Exercise 11.3 (medium, GPU): write the body of `gemv_q8_0_warp_ex` in
+    exercises/kernels/gemv_q8_0.cu: a Q8_0 GEMV, one warp per row, its lanes over the row's blocks,
+    then a shuffle reduction. Returns the path of your kernel file, which the check compiles and
+    runs on the GPU (against gguf-py's dequantization)."""
+    return kernel_file("gemv_q8_0.cu")

@@ -1,33 +1,24 @@
-"""Chapter 12a (lowering): reference solutions."""
-from dataclasses import replace
+"""Chapter 12a (flash attention on Hopper): reference solutions, numpy models."""
+import numpy as np
 
-__all__ = ["fuse_qk_norm_rope", "planar_index"]
-
-
-def fuse_qk_norm_rope(n, users):
-    """Exercise 12a.1 (hard): the lowering rule of section 2, for chapter 05's `fuse`. Given a node
-    `n` and `users` (node -> the op nodes that read it), return the fused node when `n` is a
-    `rope` whose input is a per-head `rmsnorm` (3-D, with a weight) that nothing else reads: a copy
-    of `n` with op 'qk_norm_rope', inputs (x, w, pos) and attrs {'eps': the norm's eps (default
-    1e-6), **the rope's attrs}. Else None."""
-    if n.op != "rope":
-        return None
-    r, pos = n.inputs
-    if r.kind != "op" or r.op != "rmsnorm" or len(r.inputs) != 2 or len(r.shape) != 3 or users[r] != [n]:
-        return None
-    x, w = r.inputs
-    return replace(n, op="qk_norm_rope", inputs=(x, w, pos), attrs={"eps": r.attrs.get("eps", 1e-6), **n.attrs})
+__all__ = ["transpose_by_blocks", "swizzle_128b"]
 
 
-def planar_index(t, n, T, Ns):
-    """Exercise 12a.2 (medium): where `matmul_cat` puts element (t, n) of the products laid side by
-    side, x @ [w0; w1; ...].T (T rows, sum(Ns) columns): its output is planar, each product's
-    [T, Ns[i]] block after the previous one. Return the flat index (an int); an IndexError
-    outside the T x sum(Ns) products."""
-    if not (0 <= t < T and 0 <= n < sum(Ns)):
-        raise IndexError(f"({t}, {n}) is outside {T} x {sum(Ns)}")
-    start = 0
-    for rows in Ns:
-        if n < start + rows:
-            return T * start + t * rows + (n - start)
-        start += rows
+def transpose_by_blocks(v):
+    """Exercise 12a.1 (easy): V transposed the way version 4's producer does it: v [keys, dim], both
+    multiples of 8, cut into 8 x 8 blocks; each block is transposed (ldmatrix.trans) and written
+    where its mirror block goes in the [dim, keys] result (stmatrix). Returns the [dim, keys] array."""
+    v = np.asarray(v)
+    keys, dim = v.shape
+    out = np.empty((dim, keys), v.dtype)
+    for i in range(0, keys, 8):
+        for j in range(0, dim, 8):
+            out[j:j + 8, i:i + 8] = v[i:i + 8, j:j + 8].T      # block (i, j) -> block (j, i), transposed
+    return out
+
+
+def swizzle_128b(row, chunk):
+    """Exercise 12a.2 (medium): TMA's 128-byte swizzle. A row of a tile in shared memory is 128 bytes,
+    eight 16-byte chunks. Returns the physical chunk (0..7) where logical chunk `chunk` of row `row`
+    lands: the chunk index XOR the row's position within its group of 8 rows."""
+    return chunk ^ (row % 8)

@@ -1,5 +1,7 @@
 """Chapter 13 (the GPU runtime): reference solutions."""
-__all__ = ["step_input_bytes", "padding"]
+from solutions import kernel_file
+
+__all__ = ["step_input_bytes", "padding", "kv_store_kernel"]
 
 
 def step_input_bytes(B, max_pages, align=256):
@@ -23,3 +25,10 @@ def padding(sizes, buckets):
             raise ValueError(f"a step of {n} fits no bucket of {sorted(buckets)}")
         total += min(fits) - n
     return total
+
+
+def kv_store_kernel():
+    """Exercise 13.3 (easy, GPU): write `kv_store_ex` in exercises/kernels/kv_store.cu: each token's K row
+    into its slot of the paged cache, padding slots (-1) skipped. Returns the path of your kernel
+    file, which the check compiles and runs on the GPU (against numpy)."""
+    return kernel_file("kv_store.cu")

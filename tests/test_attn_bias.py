@@ -1,4 +1,4 @@
-"""Attention biases (issue 27): the broadcasting `add` in the graph, and chapter 12a's CUDA lowering
+"""Attention biases (issue 27): the broadcasting `add` in the graph, and chapter 12b's CUDA lowering
 of a biased model, which must not fuse a bias add into a matmul's epilogue (it would add the bias
 [N] as if it were a residual [T, N]). The numbers are checked against HF in test_qwen3_hf.py, the
 op against numpy in test_op_contract.py and test_cuda_kernels.py."""

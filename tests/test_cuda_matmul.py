@@ -341,7 +341,7 @@ def test_q8_0_gemv_epilogue_errors():
                                       (3, 77, 128, "F16"), (40, 96, 256, "Q8_0"), (40, 300, 2048, "Q8_0"),
                                       (200, 20000, 256, "Q8_0"), (300, 130, 512, "Q8_0"), (20, 64, 96, "Q8_0")])
 def test_fused_matmul_ops_equal_the_ops_they_replace(T, N, K, wt):
-    """matmul_add / matmul_swiglu (chapter 12a's lowering) give exactly what the unfused ops give: in
+    """matmul_add / matmul_swiglu (chapter 12b's lowering) give exactly what the unfused ops give: in
     GEMV v3's epilogue (T <= 8), in version 6's split-K reduction or, in one piece, its own epilogue
     (16 to 256 tokens per tile), and unfused (the slab path with K % 256 != 0)."""
     ga = _ga()

@@ -1,4 +1,4 @@
-"""Chapter 12a's lowering pass (issue 12): which fusions fire where, and that they change nothing.
+"""Chapter 12b's lowering pass (issue 12): which fusions fire where, and that they change nothing.
 
 * on any machine: the CUDA lowering of a Q8_0 decode graph turns each FFN's gate/up/swiglu into one
   `matmul_swiglu`, both residual adds into `matmul_add`, both norms into `rmsnorm_q8`, and q, k

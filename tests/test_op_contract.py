@@ -208,7 +208,7 @@ for T, K, N in ((1, 64, 96), (3, 128, 200), (8, 96, 64), (9, 64, 130), (40, 256,
             x, w = f32(T, K), weight(f32(N, K, scale=0.1), kind)
             return (lambda: ([x, w], {})), (lambda a, kw: a[0].astype(np.float64) @ dequant(a[1]).T)
 
-# the GPU-only fused matmuls of chapter 12a's lowering: the ops they replace, composed in float64
+# the GPU-only fused matmuls of chapter 12b's lowering: the ops they replace, composed in float64
 for T, K, N in ((1, 64, 96), (3, 128, 200), (8, 96, 64), (9, 64, 130)):
     for kind in ("F32", "F16", "Q8_0"):
         tg = {"Q8_0": 3e-2, "F16": 2e-3}.get(kind, 1e-5)

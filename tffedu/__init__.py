@@ -15,7 +15,7 @@ Modules:
 - `tffedu.graph`: The computation graph (chapter 05): TFFInfer's Graph/GraphNode in Python.
 - `tffedu.graph_draw`: Drawing computation graphs (chapter 05a): a layered layout and a matplotlib picture of it.
 - `tffedu.kvcache`: The paged KV cache (chapter 09): PagePool, KVCache, and a numpy paged-attention op.
-- `tffedu.lowering`: Lowering (chapter 12a): the graph of one step on a paged KV cache, and the passes that fuse it for a backend.
+- `tffedu.lowering`: Lowering (chapter 12b): the graph of one step on a paged KV cache, and the passes that fuse it for a backend.
 - `tffedu.memory`: Memory (chapter 02): allocators per device, MemoryBlock (RAII ownership), leak tracker, pools.
 - `tffedu.model`: A loaded Model, and chapter 08's loop that writes text with it (chapter 08b).
 - `tffedu.modelfile`: Opening model files (chapter 03d): the format detector, GGUF files and HF folders as one model interface, checked against their config before use, and the `tffedu inspect` report.

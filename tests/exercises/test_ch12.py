@@ -1,6 +1,8 @@
 """Chapter 12 exercises: merging online-softmax statistics (reference: torch.logsumexp) and flash
-attention tile by tile (reference: torch's scaled_dot_product_attention)."""
+attention tile by tile (reference: torch's scaled_dot_product_attention), and on a GPU the
+learner's one-pass row softmax kernel (reference: numpy in float64)."""
 import numpy as np
+import pytest
 import torch
 
 rng = np.random.default_rng(0)
@@ -43,5 +45,26 @@ def _no_rescale(q, k, v, block_q=16, block_k=16, causal=True):   # forgets to re
     return out
 
 
+@pytest.mark.gpu
+def test_ch12_3_softmax_rows_kernel(impl):
+    from kernel_check import launch_file, to_gpu
+    path = impl.softmax_rows_kernel()
+    rng = np.random.default_rng(12)
+    for rows, n in [(1, 7), (5, 32), (9, 1000), (3, 10_000)]:
+        x = (rng.standard_normal((rows, n)) * 30).astype(np.float32)    # exp(x) alone would overflow
+        y = to_gpu(np.full((rows, n), np.nan, np.float32))
+        launch_file(path, "softmax_rows_ex", "PPii", (-(-rows // 4),), (128,), to_gpu(x), y, np.int32(rows), np.int32(n))
+        e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+        np.testing.assert_allclose(y.get(), e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-7, err_msg=f"{rows}x{n}")
+
+
+def _sums_added():
+    from solutions.ch12 import softmax_rows_kernel
+    from kernel_check import with_mistake
+    return with_mistake(softmax_rows_kernel(), "(s == 0.0f ? 0.0f : s * expf(m - mm)) + (so == 0.0f ? 0.0f : so * expf(mo - mm))",
+                        "s + so")
+
+
 WRONG = {"test_ch12_1_merge_softmax_stats": {"adds-sums": {"merge_softmax_stats": lambda m1, l1, m2, l2: (max(m1, m2), l1 + l2)}},
-         "test_ch12_2_flash_attention": {"no-rescale": {"flash_attention": _no_rescale}}}
+         "test_ch12_2_flash_attention": {"no-rescale": {"flash_attention": _no_rescale}},
+         "test_ch12_3_softmax_rows_kernel": {"adds-sums": {"softmax_rows_kernel": _sums_added}}}

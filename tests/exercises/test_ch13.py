@@ -1,5 +1,6 @@
 """Chapter 13 exercises: what a step copies (reference: the executor's own layout) and bucket
-padding (reference: brute force)."""
+padding (reference: brute force), and on a GPU the learner's kv_store kernel (reference: numpy
+indexing of the same pages)."""
 import numpy as np
 import pytest
 
@@ -39,7 +40,36 @@ def test_ch13_2_padding(impl):
         impl.padding([40], pow2)
 
 
+@pytest.mark.gpu
+def test_ch13_3_kv_store_kernel(impl):
+    from kernel_check import launch_file, to_gpu
+    path = impl.kv_store_kernel()
+    rng = np.random.default_rng(13)
+    P, ps, width = 16, 16, 96
+    for T in (1, 20, 64):
+        slots = rng.choice(P * ps, T, replace=False).astype(np.int32)
+        slots[rng.random(T) < 0.2] = -1                             # padding rows of the bucket
+        k = rng.standard_normal((T, width)).astype(np.float32)
+        pages = rng.standard_normal((P, ps, width)).astype(np.float32)
+        got = to_gpu(pages)
+        launch_file(path, "kv_store_ex", "PPPiii", (T,), (128,), to_gpu(k), to_gpu(slots), got,
+                    np.int32(T), np.int32(width), np.int32(ps))
+        want = pages.copy()
+        for t, s in enumerate(slots):
+            if s >= 0:
+                want[s // ps, s % ps] = k[t]
+        np.testing.assert_array_equal(got.get(), want, err_msg=f"T={T}")
+
+
+def _page_and_row_swapped():
+    from solutions.ch13 import kv_store_kernel
+    from kernel_check import with_mistake
+    return with_mistake(kv_store_kernel(), "(size_t)(slot / page_size) * page_size + slot % page_size",
+                        "(size_t)(slot % page_size) * page_size + slot / page_size")
+
+
 WRONG = {
+    "test_ch13_3_kv_store_kernel": {"page-row-swapped": {"kv_store_kernel": _page_and_row_swapped}},
     "test_ch13_1_step_input_bytes": {"no cu_seqlens extra": {"step_input_bytes": lambda B, P, align=256: sum(
         -(-4 * n // align) * align for n in (B, B, B, B, B * P, B, B))}},
     "test_ch13_2_padding": {"largest bucket": {"padding": lambda sizes, buckets: sum(max(buckets) - n for n in sizes)}},

@@ -622,7 +622,7 @@ def qk_norm_rope(x, w, pos, out=None, stream=None, eps: float = 1e-6, theta: flo
 def qk_norm_rope_pair(q, k, wq, wk, pos, out=None, stream=None, eps: float = 1e-6, theta: float = 10000.0,
                       mode: str = "neox", n_dims: int | None = None, freq_scale: float = 1.0):
     """`qk_norm_rope` of q [T, Hq, Dh] (weight wq) and of k [T, Hk, Dh] (weight wk) in one launch:
-    f32 [T*Hq*Dh + T*Hk*Dh], q's rows then k's (chapter 12a's lowering reads each through a view)."""
+    f32 [T*Hq*Dh + T*Hk*Dh], q's rows then k's (chapter 12b's lowering reads each through a view)."""
     return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale)
 
 

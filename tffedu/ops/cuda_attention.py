@@ -381,7 +381,7 @@ def qk_norm_rope_store(q, k, v, wq, wk, pos, k_pages, v_pages, slots, out=None, 
                        freq_scale: float = 1.0):
     """`qk_norm_rope_pair(q, k, wq, wk, pos)` whose launch also does `kv_store` of the rotated k and
     of v (f32 [T, Hk, Dh]) into the f16 pages at `slots`: one kernel where there were two. Chapter
-    12a's lowering gives it to a decode block, whose attention (`stored=True`) then only reads."""
+    12b's lowering gives it to a decode block, whose attention (`stored=True`) then only reads."""
     T, Hk, D = check(k, "k", ndim=3, kinds=("F32",))
     check(v, "v", shape=(T, Hk, D), kinds=("F32",))
     P, ps, H2, D2 = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
@@ -486,7 +486,7 @@ def paged_attention_q8(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, 
                        scale: float | None = None, stored: bool = False, out=None, stream=None, workspace=None):
     """`paged_attention_varlen(..., decode=True)` with its output written as chapter 11's packed
     int8 activations, I8 [B, K + K/8] for K = Hq * D — what `quantize_q8_act` makes of the f32
-    output, bit for bit — by the attention's last kernel. Chapter 12a's lowering gives it to a decode
+    output, bit for bit — by the attention's last kernel. Chapter 12b's lowering gives it to a decode
     step whose o-projection is a GEMV: one quantization kernel fewer per block. D % 32 == 0.
     stored=True: this step's k and v are in the pages already (`qk_norm_rope_store` wrote them)."""
     return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, True, True,

@@ -1,0 +1,37 @@
+"""Chapter 14b (the engine at work): reference solutions."""
+import codecs
+
+__all__ = ["cached_tokens", "stream_text"]
+
+
+def cached_tokens(prompts, page_size):
+    """Exercise 14b.1 (easy): prompts (lists of token ids) arrive one after another. A prompt takes
+    from the cache every whole page of its start (tokens [k*page_size, (k+1)*page_size)) that an
+    earlier prompt had in full, with the same tokens from the first one to the page's end; but it
+    always computes its last token itself. Returns, for each prompt, how many tokens came from the
+    cache."""
+    out = []
+    for i, p in enumerate(prompts):
+        common = 0
+        for q in prompts[:i]:
+            n = 0
+            while n < min(len(p), len(q)) and p[n] == q[n]:
+                n += 1
+            common = max(common, n)
+        pages = min(common, len(p) - 1) // page_size       # whole pages, the last token left out
+        out.append(max(pages, 0) * page_size)
+    return out
+
+
+def stream_text(token_bytes):
+    """Exercise 14b.2 (medium): token_bytes is a list of bytes, each token's piece of a UTF-8 text
+    (a character may be split over tokens). Returns the pieces of text a stream yields: after each
+    token, the new text whose bytes end on a whole character (nothing if there is none yet), the
+    bytes of an unfinished character held for the next token."""
+    dec = codecs.getincrementaldecoder("utf-8")()       # keeps an unfinished character's bytes
+    pieces = []
+    for b in token_bytes:
+        text = dec.decode(bytes(b))
+        if text:
+            pieces.append(text)
+    return pieces
