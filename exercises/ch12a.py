@@ -3,6 +3,7 @@
 Write each function, then check it: python -m tffedu.exercises ch12a
 (the reference answers are in solutions/ch12a.py: look once you have tried)
 """
+import numpy as np
 __all__ = ['transpose_by_blocks', 'swizzle_128b']
 
 

@@ -3,6 +3,7 @@
 Write each function, then check it: python -m tffedu.exercises ch14b
 (the reference answers are in solutions/ch14b.py: look once you have tried)
 """
+import codecs
 __all__ = ['cached_tokens', 'stream_text']
 
 

@@ -125,9 +125,9 @@ def lazy_names() -> dict[str, str]:
 
 
 def backend_modules() -> dict[str, tuple[str, ...]]:
-    "backend -> the modules that register its ops (chapter 01's BACKEND_MODULES)."
-    from tffedu.factory import BACKEND_MODULES
-    return BACKEND_MODULES
+    "backend -> the modules that register its ops (chapter 01's BACKENDS records)."
+    from tffedu.factory import BACKENDS
+    return {name: b.op_modules for name, b in BACKENDS.items()}
 
 
 def op_module(op: str, backend: str) -> str | None:

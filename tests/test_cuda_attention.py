@@ -423,6 +423,47 @@ def test_qk_norm_rope_store_is_the_pair_and_kv_store(A, C, rng, T, Hq, Hk, Dh, n
 
 
 @gpu
+@pytest.mark.parametrize("cache", ["F16", "F32"])
+def test_slot_writers_stay_inside_the_pool(A, rng, cache):
+    """Hostile slots (past the pool, INT_MAX, negative, INT_MIN) fed to every kernel that writes
+    through them, kv_store and qk_norm_rope_store: the pool is a view into a bigger allocation with a
+    guard page on each side, and the guards come back unchanged to the bit while the good slots are
+    written (a write one row outside the pool would land in a guard)."""
+    P, ps, Hk, Dh, Hq = 6, 4, 2, 64, 4
+    n = P * ps
+    bad = np.array([n, n + 1, 2**31 - 1, -1, -2, -(2**31), 10 * n], np.int32)
+    good = rng.choice(n, 5, replace=False).astype(np.int32)
+    slots = rng.permutation(np.concatenate([bad, good])).astype(np.int32)
+    T = len(slots)
+    k, v = (rng.standard_normal((T, Hk, Dh)).astype(np.float32) for _ in range(2))
+    npdt = np.float16 if cache == "F16" else np.float32
+    before = [rng.standard_normal((P + 2, ps, Hk, Dh)).astype(npdt) for _ in range(2)]
+
+    def pools():
+        big = [dev(b) for b in before]
+        return big, [b[1:P + 1] for b in big]                   # the pool, between two guard pages
+
+    def check(big, k_rows):
+        for b, want_rows, src in zip(big, k_rows, before):
+            got = host(b)
+            assert np.array_equal(got[0], src[0]) and np.array_equal(got[P + 1], src[P + 1]), "a guard page changed"
+            inner = got[1:P + 1].reshape(n, Hk, Dh)
+            for t in np.flatnonzero((slots >= 0) & (slots < n)):
+                np.testing.assert_allclose(inner[slots[t]].astype(np.float32), want_rows[t], rtol=1e-3, atol=1e-3)
+
+    big, (kp, vp) = pools()
+    A.kv_store(dev(k), dev(v), kp, vp, dev(slots))
+    check(big, (k, v))
+    if cache == "F16":                                            # the fused rotation stores f16 pages only
+        q = rng.standard_normal((T, Hq, Dh)).astype(np.float32)
+        wq, wk = (np.ones(Dh, np.float32) for _ in range(2))
+        pos = np.arange(T, dtype=np.int32)
+        big, (kp, vp) = pools()
+        out = host(A.qk_norm_rope_store(dev(q), dev(k), dev(v), dev(wq), dev(wk), dev(pos), kp, vp, dev(slots)))
+        check(big, (out[T * Hq * Dh:].reshape(T, Hk, Dh), v))
+
+
+@gpu
 @pytest.mark.parametrize("ps", [1, 16, 32])
 def test_kv_store_then_paged_prefill(A, rng, ps):
     Hq, Hkv, D, T0, T = 8, 2, 64, 37, 21                       # 37 cached tokens, 21 new ones

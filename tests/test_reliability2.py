@@ -182,6 +182,7 @@ def test_kv_pages_the_host_cannot_hold_are_an_allocation_error(model, monkeypatc
     ("chat -n 2", "<&-", "stdin is closed"),
     ("generate -p hi -n 2", ">&-", "stdout is closed"),
     ("bench -p 4 -n 2", ">&-", "stdout is closed"),
+    ("serve --port 0", ">&-", "stdout is closed"),            # uvicorn's access log goes there
 ])
 def test_cli_with_a_standard_stream_closed(model, cmd, redirect, what):
     line = f"{sys.executable} -m tffedu.cli {cmd} -m {model.source.path} {redirect}"

@@ -248,8 +248,8 @@ def cmd_serve(args):
     if args.kv_memory is not None:       # this process's default: it sizes the context at load too
         engine.KV_MEMORY = args.kv_memory
     model = engine.load(_model_path(args.model), device=args.device, n_ctx=args.n_ctx)
-    print(f"tffedu serve: {model!r}; the chat page at http://{args.host}:{args.port}/",
-          file=sys.stderr, flush=True)
+    page = f"http://{args.host}:{args.port}/" if args.port else "the address uvicorn prints below"  # 0: any free port
+    print(f"tffedu serve: {model!r}; the chat page at {page}", file=sys.stderr, flush=True)
     pages = None if args.kv_tokens is None else -(-args.kv_tokens // 32)
     serve(model, args.host, args.port, max_queue=args.max_queue, max_batch=args.max_batch,
           page_size=32, num_pages=pages)
@@ -338,7 +338,8 @@ def _one_line(e: BaseException) -> str:
     return msg.splitlines()[0] if msg else type(e).__name__
 
 
-_WRITES_STDOUT = ("generate", "chat", "inspect", "bench")
+_WRITES_STDOUT = {"generate": "its output", "chat": "its output", "inspect": "its output", "bench": "its output",
+                  "serve": "its access log"}     # what each command writes to stdout
 
 
 def _check_before_loading(sub, args):
@@ -348,7 +349,7 @@ def _check_before_loading(sub, args):
     if args.cmd == "chat" and sys.stdin is None:          # started with stdin closed (<&-)
         raise TffeduError("stdin is closed: tffedu chat reads the conversation from it")
     if args.cmd in _WRITES_STDOUT and sys.stdout is None:   # started with stdout closed (>&-)
-        raise TffeduError(f"stdout is closed: tffedu {args.cmd} writes its output there")
+        raise TffeduError(f"stdout is closed: tffedu {args.cmd} writes {_WRITES_STDOUT[args.cmd]} there")
     if args.cmd == "serve" and args.kv_memory is not None and args.kv_tokens is not None:
         sub.error("give --kv-tokens (the pages) or --kv-memory (a share of the memory), not both")
     if args.cmd == "generate":

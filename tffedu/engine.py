@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ContextOverflowError, EngineError, KVCacheError, SamplingError
-from .factory import patch
+from .factory import backend, patch
 from .kvcache import KVCache
 from .memory import get_allocator
 from . import model as _model
 from .model import Generation, _stop_list, token_ids
 from .runner import ModelRunner, Pending, StepInput, device_weights
 from .sampling import SamplingParams, sample
+from .tensor import DTYPES
 
 # %% auto #0
 __all__ = ['STREAM_LOOKAHEAD', 'KV_MEMORY', 'HOST_KV_MEMORY', 'HEADROOM', 'MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS',
@@ -263,8 +264,8 @@ HEADROOM = 1 << 30       # GPU bytes always left over: activations, CUDA graphs,
 
 
 def kv_token_bytes(cfg, device: str) -> int:
-    "Bytes of K/V one token takes in every layer: F16 pages on the GPU, F32 on the CPU."
-    return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * (2 if device == "cuda" else 4)
+    "Bytes of K/V one token takes in every layer, in the device's page type (F16 on the GPU, F32 on the CPU)."
+    return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * DTYPES[backend(device).kv_dtype].itemsize
 
 
 def kv_memory_tokens(model, kv_memory: float | None = None) -> int:

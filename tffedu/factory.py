@@ -19,7 +19,7 @@ from typing import Any, Callable, Hashable
 from .errors import RegistryError
 
 # %% auto #0
-__all__ = ['BACKEND_MODULES', 'OPS', 'Policy', 'ModuleFactory', 'OpRegistry', 'patch']
+__all__ = ['BACKENDS', 'OPS', 'Policy', 'ModuleFactory', 'Backend', 'backend', 'OpRegistry', 'patch']
 
 # %% ../notebooks/01_factory.ipynb #de989054
 class Policy(enum.Enum):
@@ -131,11 +131,30 @@ class ModuleFactory:
         return f"ModuleFactory({self.name!r}, keys={self.keys()})"
 
 # %% ../notebooks/01_factory.ipynb #26ab7a1a
-# Modules that register ops for each backend, imported on first use of that backend.
-BACKEND_MODULES: dict[str, tuple[str, ...]] = {
-    "cpu": ("tffedu.ops.cpu", "tffedu.kvcache"),
-    "cuda": ("tffedu.ops.cuda", "tffedu.ops.cuda_matmul", "tffedu.ops.cuda_quant", "tffedu.ops.cuda_attention"),
+@dataclass(frozen=True)
+class Backend:
+    """A device as every layer sees it, one record per device (a new device is one more): the
+    modules that register its ops (imported on its first use, below), the byte alignment of every
+    buffer the planner places (chapter 06), and the type of its K/V pages (chapter 13)."""
+    name: str
+    op_modules: tuple[str, ...]
+    alignment: int
+    kv_dtype: str
+
+
+BACKENDS: dict[str, Backend] = {
+    "cpu": Backend("cpu", ("tffedu.ops.cpu", "tffedu.kvcache"), alignment=64, kv_dtype="F32"),
+    "cuda": Backend("cuda", ("tffedu.ops.cuda", "tffedu.ops.cuda_matmul", "tffedu.ops.cuda_quant",
+                             "tffedu.ops.cuda_attention"), alignment=256, kv_dtype="F16"),
 }
+
+
+def backend(name: str) -> Backend:
+    "The record of backend `name` (a RegistryError naming the known ones, if none)."
+    b = BACKENDS.get(name)
+    if b is None:
+        raise RegistryError(f"no backend {name!r} (known: {', '.join(BACKENDS)})")
+    return b
 
 
 class OpRegistry:
@@ -218,7 +237,7 @@ class OpRegistry:
         return {op: self.backends(op) for op in self.ops()}
 
 
-OPS = OpRegistry(BACKEND_MODULES)  # the registry the whole engine uses
+OPS = OpRegistry({b.name: b.op_modules for b in BACKENDS.values()})  # the registry the whole engine uses
 
 # %% ../notebooks/01_factory.ipynb #278e5536
 def patch(fn=None, *, kind: str = "method"):

@@ -17,14 +17,11 @@ from .errors import PlannerError
 from .graph import Graph, Node
 
 # %% auto #0
-__all__ = ['ALIGNMENT', 'STRATEGIES', 'align_up', 'Buffer', 'view_root', 'buffers', 'workspace_name', 'live_bytes', 'lower_bound',
-           'no_reuse', 'greedy_by_size', 'first_fit_by_start', 'no_reuse_plan', 'online_best_fit', 'MemoryPlan',
-           'plan_buffers', 'plan_memory', 'draw_plan']
+__all__ = ['STRATEGIES', 'align_up', 'Buffer', 'view_root', 'buffers', 'workspace_name', 'live_bytes', 'lower_bound', 'no_reuse',
+           'greedy_by_size', 'first_fit_by_start', 'no_reuse_plan', 'online_best_fit', 'MemoryPlan', 'plan_buffers',
+           'plan_memory', 'draw_plan']
 
 # %% ../notebooks/06_planner.ipynb #fd43325c
-ALIGNMENT = {"cpu": 64, "cuda": 256}
-
-
 def align_up(n: int, a: int) -> int:
     return (n + a - 1) // a * a
 

@@ -20,13 +20,13 @@ from typing import ClassVar
 import numpy as np
 
 from .errors import AllocationError, GraphError, KVCacheError
-from .factory import OPS, patch
+from .factory import OPS, backend, patch
 from .graph import Node
 from .kvcache import KVCache
 from .lowering import STEP_KINDS, PagedGraphs, lower
 from .models import create
 from .runtime import ARENAS, Executor
-from .tensor import F16, F32, I32, Tensor
+from .tensor import DTYPES, I32, Tensor
 
 # %% auto #0
 __all__ = ['device_weights', 'bucket', 'StepInput', 'ModelRunner', 'Pending', 'op_timeline', 'op_totals', 'op_bytes']
@@ -166,7 +166,7 @@ class ModelRunner:
         self.weights = device_weights(model)
         dtypes = {n: w.dtype for n, w in self.weights.items()}
         creator = create(cfg, model.n_ctx, dtypes)
-        page_dtype = F16 if self.device == "cuda" else F32
+        page_dtype = DTYPES[backend(self.device).kv_dtype]          # F16 on the GPU, F32 on the CPU
         self.graphs = PagedGraphs(creator, cache.page_shape, page_dtype)
         self.pages = {f"blk.{il}.{kv}_pages": self._zeros(cache.page_shape, page_dtype)
                       for il in range(cfg.n_layer) for kv in "kv"}

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import DeviceError, GraphError, RegistryError, ShapeError
-from .factory import patch
+from .factory import BACKENDS, patch
 from .graph import Graph, Node, post_order
-from .planner import ALIGNMENT, MemoryPlan, align_up, plan_memory, workspace_name
+from .planner import MemoryPlan, align_up, plan_memory, workspace_name
 
 # %% auto #0
 __all__ = ['ARENAS', 'cpu_arena', 'cpu_view', 'cuda_arena', 'cuda_view', 'Executor', 'OpTime']
@@ -89,7 +89,7 @@ class Executor:
         self._fns = [None if n.is_view else self._lookup(n) for n in self.steps]
         self.workspace = {n.name: int(fn.workspace(*n.inputs, **n.attrs)) for n, fn in zip(self.steps, self._fns)
                           if hasattr(fn, "workspace")}            # op name -> scratch bytes it asked for
-        align = ALIGNMENT.get(backend, 256)
+        align = BACKENDS[backend].alignment
         self.plan = plan if plan is not None else plan_memory(graph, strategy, align, self.workspace)
         self.plan.check()
         self.leaves = {n.name: n for n in post_order(graph) if n.kind != "op"}

@@ -18,7 +18,10 @@ def stub_source(ch: str) -> str:
     doc = ast.get_docstring(tree).replace("reference solutions", "your answers")
     out = [f'"""{doc}\n\nWrite each function, then check it: python -m tffedu.exercises {ch}\n'
            f'(the reference answers are in solutions/{ch}.py: look once you have tried)\n"""']
-    out += [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    # the GPU exercises' kernel files: the learner's copy in exercises/kernels/ (solutions' own helper
+    # has the same name and takes no chapter)
+    out += [ast.unparse(n).replace("from solutions import", "from exercises import")
+            for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     out += [ast.unparse(n) for n in tree.body
             if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__"]
     # constants the exercises use (UPPER_CASE names), with the comment line above each
@@ -32,9 +35,14 @@ def stub_source(ch: str) -> str:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
             ret = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+            body = f'raise NotImplementedError("{ch}: {node.name} is yours to write")'
+            last = node.body[-1]
+            if (isinstance(last, ast.Return) and isinstance(last.value, ast.Call)
+                    and getattr(last.value.func, "id", "") == "kernel_file"):      # a kernel to edit
+                body = f'return kernel_file("{last.value.args[0].value}", "{ch}")'
             out.append(f'\n\ndef {node.name}({ast.unparse(node.args)}){ret}:\n'
                        f'    """{ast.get_docstring(node, clean=False)}"""\n'
-                       f'    raise NotImplementedError("{ch}: {node.name} is yours to write")')
+                       f'    {body}')
     return "\n".join(out) + "\n"
 
 
