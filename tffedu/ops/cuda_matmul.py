@@ -284,7 +284,7 @@ def embedding(table, ids, out=None, stream=None):
 # %% ../../notebooks/11b_matmul_op.ipynb #401cc8ef
 def reads_packed_i8(wk: str, T: int, K: int) -> bool:
     """Whether a matmul of T rows of K by `wk` weights runs a GEMV that reads `rmsnorm_q8`'s packed
-    int8 activations (chapter 13 then quantizes them once, in the norm): Q8_0 up to 8 rows, handing
+    int8 activations (chapter 12b's lowering then quantizes them once, in the norm): Q8_0 up to 8 rows, handing
     over to version 6 from Q8_GEMM_MIN_M rows where it runs. False for a type without a row."""
     g = GPU_WEIGHTS.get(wk)
     return g is not None and g.gemv is not None and g.gemv.packed_i8 and g.gemv.takes(T, K)
