@@ -156,7 +156,7 @@ def backend(name: str) -> Backend:
         raise RegistryError(f"no backend {name!r} (known: {', '.join(BACKENDS)})")
     return b
 
-
+# %% ../notebooks/01_factory.ipynb #a28c32b4
 class OpRegistry:
     "Operator implementations keyed by (op, backend)."
 
