@@ -338,8 +338,7 @@ def _one_line(e: BaseException) -> str:
     return msg.splitlines()[0] if msg else type(e).__name__
 
 
-_WRITES_STDOUT = {"generate": "its output", "chat": "its output", "inspect": "its output", "bench": "its output",
-                  "serve": "its access log"}     # what each command writes to stdout
+_WRITES_STDOUT = ("generate", "chat", "inspect", "bench", "serve")   # serve: uvicorn's access log
 
 
 def _check_before_loading(sub, args):
@@ -349,7 +348,8 @@ def _check_before_loading(sub, args):
     if args.cmd == "chat" and sys.stdin is None:          # started with stdin closed (<&-)
         raise TffeduError("stdin is closed: tffedu chat reads the conversation from it")
     if args.cmd in _WRITES_STDOUT and sys.stdout is None:   # started with stdout closed (>&-)
-        raise TffeduError(f"stdout is closed: tffedu {args.cmd} writes {_WRITES_STDOUT[args.cmd]} there")
+        what = "its access log" if args.cmd == "serve" else "its output"
+        raise TffeduError(f"stdout is closed: tffedu {args.cmd} writes {what} there")
     if args.cmd == "serve" and args.kv_memory is not None and args.kv_tokens is not None:
         sub.error("give --kv-tokens (the pages) or --kv-memory (a share of the memory), not both")
     if args.cmd == "generate":
