@@ -105,12 +105,13 @@ def _init_(model: torch.nn.Module, seed: int, std: float) -> None:
 
 
 def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx, theta, eps,
-          seed, std, rope_scaling, attention_bias=False):
-    "A random HF causal LM of `arch` ('qwen3', 'llama' or 'qwen2') in float32, eval mode."
+          seed, std, rope_scaling, attention_bias=False, **more):
+    "A random HF causal LM of `arch` ('qwen3', 'llama', 'qwen2' or 'mistral') in float32, eval mode."
     import transformers
     Config, Model = {"qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
                      "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
-                     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM)}[arch]
+                     "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+                     "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM)}[arch]
     vs = vocab_size(n_regular)
     # Qwen2's config has neither: head_dim is hidden // heads, and q, k, v always have biases
     extra = {} if arch == "qwen2" else dict(head_dim=head_dim or hidden // heads, attention_bias=attention_bias)
@@ -119,7 +120,7 @@ def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular,
                  num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                  max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
                  rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
-                 bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3, **extra)
+                 bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3, **extra, **more)
     torch.manual_seed(seed)
     model = Model(cfg).float().eval()
     _init_(model, seed, std)
@@ -141,6 +142,14 @@ def tiny_qwen2(hidden=64, layers=2, heads=4, kv_heads=2, ffn=96, tied=False, n_r
     "A random Qwen2ForCausalLM in float32 (eval): biases on q, k and v, no q/k norms."
     return _tiny("qwen2", hidden, layers, heads, kv_heads, None, ffn, tied, n_regular, ctx,
                  theta, eps, seed, std, rope_scaling)
+
+
+def tiny_mistral(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=False,
+                 n_regular=500, ctx=256, theta=10000.0, eps=1e-5, seed=0, std=0.05, window=4):
+    """A random MistralForCausalLM in float32 (eval): Llama's layers, attention over a sliding window
+    of `window` keys (None: the whole context)."""
+    return _tiny("mistral", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
+                 theta, eps, seed, std, None, sliding_window=window)
 
 
 def tiny_llama(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=True,
@@ -181,8 +190,9 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     """Write `model` as GGUF at `path`, 2-D weights in `wtype`; the HF model is updated in place to
     the dequantized weights, so it stays the exact reference of the file."""
     cfg = model.config
-    arch = cfg.model_type                     # "qwen3", "llama" or "qwen2"
-    assert arch in ("qwen3", "llama", "qwen2"), arch
+    arch = cfg.model_type                     # "qwen3", "llama", "qwen2" or "mistral"
+    assert arch in ("qwen3", "llama", "qwen2", "mistral"), arch
+    arch = "llama" if arch == "mistral" else arch    # llama.cpp writes Mistral as a llama
     path = pathlib.Path(path)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-random-{arch}")
@@ -202,6 +212,8 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
         w.add_value_length(head_dim)
     if arch == "llama":
         w.add_rope_dimension_count(head_dim)
+    if getattr(cfg, "sliding_window", None) and cfg.model_type == "mistral":
+        w.add_sliding_window(cfg.sliding_window)     # llama.cpp's {arch}.attention.sliding_window
     if cfg.rope_parameters.get("rope_type", "default") == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(float(cfg.rope_parameters["factor"]))

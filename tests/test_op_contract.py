@@ -68,13 +68,15 @@ def rope_ref(x, pos, theta=10000.0, mode="neox", n_dims=None, freq_scale=1.0):
     return y
 
 
-def sdpa(q, k, v, pos, scale=None):
-    "torch float64: q [T, Hq, D] at positions pos over k, v [S, Hkv, D]; key j visible if j <= pos."
+def sdpa(q, k, v, pos, scale=None, window=0):
+    """torch float64: q [T, Hq, D] at positions pos over k, v [S, Hkv, D]; key j visible if j <= pos
+    (and j > pos - window, if window)."""
     g = q.shape[1] // k.shape[1]
     qt = torch.from_numpy(q.astype(np.float64)).transpose(0, 1)
     kt = torch.from_numpy(k.astype(np.float64)).repeat_interleave(g, 1).transpose(0, 1)
     vt = torch.from_numpy(v.astype(np.float64)).repeat_interleave(g, 1).transpose(0, 1)
-    mask = torch.arange(len(k))[None, :] <= torch.as_tensor(np.asarray(pos))[:, None]
+    j, p = torch.arange(len(k))[None, :], torch.as_tensor(np.asarray(pos))[:, None]
+    mask = (j <= p) & (j > p - window) if window else j <= p
     o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale)
     return o.transpose(0, 1).numpy()
 
@@ -157,7 +159,7 @@ def varlen_ref(args, attrs):
         if hi > lo:
             t = np.arange(S)
             kk, vv = kp[pt[b][t // ps], t % ps], vp[pt[b][t // ps], t % ps]
-            out[lo:hi] = sdpa(q[lo:hi], kk, vv, pos[lo:hi])
+            out[lo:hi] = sdpa(q[lo:hi], kk, vv, pos[lo:hi], window=attrs.get("window", 0))
     return out, kp, vp
 
 
@@ -381,6 +383,12 @@ for Hq, Hkv, D in ((4, 4, 64), (8, 2, 128), (8, 1, 16)):
         q, k, v = f32(9, Hq, D), f32(9, Hkv, D), f32(9, Hkv, D)
         return (lambda: ([q, k, v], dict(causal=True))), (lambda a, kw: sdpa(a[0], a[1], a[2], np.arange(9)))
 
+    @case("attention", f"prefill, window 4, Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, cpu_only=True)
+    def _(Hq=Hq, Hkv=Hkv, D=D):
+        q, k, v = f32(9, Hq, D), f32(9, Hkv, D), f32(9, Hkv, D)
+        return (lambda: ([q, k, v], dict(causal=True, window=4))), \
+               (lambda a, kw: sdpa(a[0], a[1], a[2], np.arange(9), window=4))
+
     @case("attention", f"dense cache Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
     def _(Hq=Hq, Hkv=Hkv, D=D):
         ctx, start, T = 40, 11, 3
@@ -431,6 +439,15 @@ for name, spec, ps, Hq, Hkv, D in VARLEN:
     def _(spec=spec, ps=ps, Hq=Hq, Hkv=Hkv, D=D):
         return (lambda: paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)), \
                (lambda a, kw: varlen_ref(a, kw)[0])
+
+# Mistral's sliding window (chapter 09): the CPU's; the CUDA kernels take none yet (the model refuses)
+for name, spec, ps, Hq, Hkv, D in VARLEN[:2] + VARLEN[3:4]:
+    @case("paged_attention_varlen", name + ", window 6", tol_cpu=1e-5, cpu_only=True)
+    def _(spec=spec, ps=ps, Hq=Hq, Hkv=Hkv, D=D):
+        def make():
+            args, attrs = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)
+            return args, {**attrs, "window": 6}
+        return make, (lambda a, kw: varlen_ref(a, kw)[0])
 
 
 Q8_DECODE = [("decode B4, padded, one split", dict(chunks=[1, 1, 1], starts=[40, 0, 7], pad_seqs=1, pad_rows=1), 8, 4, 4, 128),

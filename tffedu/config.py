@@ -39,7 +39,7 @@ ATTN_PROJ = ("attn_q", "attn_k", "attn_v", "attn_output")   # the attention's pr
 
 ARCHS = {a.name: a for a in [
     Arch("qwen3", ("qwen3",), rope_type="neox", creator="qwen3.Qwen3Creator", qk_norm=True),
-    Arch("llama", ("llama",), rope_type="norm", creator="qwen3.Qwen3Creator"),
+    Arch("llama", ("llama", "mistral"), rope_type="norm", creator="qwen3.Qwen3Creator"),
     Arch("qwen2", ("qwen2",), rope_type="neox", creator="qwen3.Qwen3Creator",
          attn_bias=("attn_q", "attn_k", "attn_v")),
 ]}
@@ -83,6 +83,7 @@ class ModelConfig:
     tied_embeddings: bool = False   # output projection = token embedding (no output.weight)
     qk_norm: bool | None = None    # per-head q/k RMSNorm before RoPE; None: the architecture's
     attn_bias: tuple[str, ...] | None = None   # projections with a bias (of ATTN_PROJ); None: the arch's
+    sliding_window: int = 0  # a query sees its last sliding_window keys (Mistral); 0: all of them
     rope_scaling: dict | None = field(default=None, compare=False)  # as the file gives it
 
     def __post_init__(self):
@@ -159,6 +160,9 @@ def _check_config(c: ModelConfig) -> None:
     if not isinstance(bias, (tuple, list)) or not all(isinstance(p, str) and p in ATTN_PROJ for p in bias):
         _bad("attn_bias", f"attn_bias must name projections among {', '.join(ATTN_PROJ)}, got {_short(bias)}")
     object.__setattr__(c, "attn_bias", tuple(p for p in ATTN_PROJ if p in bias))   # a tuple, in block order
+    if not _is_int(c.sliding_window) or not 0 <= c.sliding_window <= LIMITS["context_length"]:
+        _bad("sliding_window", f"sliding_window must be an integer in 0..{LIMITS['context_length']} "
+                               f"(0: none), got {_short(c.sliding_window)}")
     rope_scale(c.rope_scaling)
 
 # %% ../notebooks/03b_config.ipynb #97f19f78
@@ -214,7 +218,7 @@ _GGUF_KEYS = {"n_layer": "block_count", "hidden_size": "embedding_length",
               "head_dim": "attention.key_length", "ffn_size": "feed_forward_length",
               "context_length": "context_length", "rms_eps": "attention.layer_norm_rms_epsilon",
               "rope_base": "rope.freq_base", "rope_dim": "rope.dimension_count",
-              "rope_scaling": "rope.scaling.*"}
+              "rope_scaling": "rope.scaling.*", "sliding_window": "attention.sliding_window"}
 
 
 def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
@@ -252,7 +256,7 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
             rope_base=k("rope.freq_base", float, 10000.0),     # rope_type, qk_norm: the arch's
             rope_dim=k("rope.dimension_count", int, head_dim),
             tied_embeddings=bool(names) and "output.weight" not in names,
-            attn_bias=bias, rope_scaling=scaling)
+            attn_bias=bias, sliding_window=k("attention.sliding_window", int, 0), rope_scaling=scaling)
     except ConfigError as e:    # name the key behind the field
         f = getattr(e, "field", None)
         where = (f"metadata key '{arch}.{_GGUF_KEYS[f]}'" if f in _GGUF_KEYS else
@@ -267,7 +271,8 @@ _HF_FIELDS = {"n_layer": "num_hidden_layers", "hidden_size": "hidden_size",
               "n_head": "num_attention_heads", "n_head_kv": "num_key_value_heads",
               "head_dim": "head_dim", "ffn_size": "intermediate_size", "vocab_size": "vocab_size",
               "context_length": "max_position_embeddings", "rms_eps": "rms_norm_eps",
-              "rope_base": "rope_theta", "rope_dim": "head_dim", "rope_scaling": "rope_scaling"}
+              "rope_base": "rope_theta", "rope_dim": "head_dim", "rope_scaling": "rope_scaling",
+              "sliding_window": "sliding_window"}
 
 
 def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
@@ -294,9 +299,11 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     a = _HF_ARCHS[mt]
     if get("mlp_bias", bool, False):
         raise ConfigError(f"{source}: 'mlp_bias' is true, and tffedu's feed-forward has no biases")
-    if get("use_sliding_window", bool, False):   # Qwen2's switch; its sliding_window is unused without it
-        raise ConfigError(f"{source}: 'use_sliding_window' is true, and tffedu's attention sees the "
-                          f"whole context (sliding windows are not supported yet)")
+    if get("use_sliding_window", bool, False):   # Qwen2's switch: a window on some layers only
+        raise ConfigError(f"{source}: 'use_sliding_window' is true, and tffedu's attention has a window "
+                          f"on every layer or none (Qwen2's windows on some layers are not supported)")
+    # Mistral's window: `sliding_window` alone (null: none); beside Qwen2's switch, off, it means nothing
+    window = 0 if "use_sliding_window" in cfg else get("sliding_window", int, 0)
     bias = ATTN_PROJ if get("attention_bias", bool, False) else a.attn_bias
     hidden, n_head = get("hidden_size"), get("num_attention_heads")
     if n_head < 1:    # before hidden // n_head
@@ -320,7 +327,7 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
             rms_eps=get("rms_norm_eps", float, 1e-6), rope_base=float(theta),
             rope_dim=head_dim,                                  # rope_type, qk_norm: the arch's
             tied_embeddings=get("tie_word_embeddings", bool, False),
-            attn_bias=bias, rope_scaling=scaling)
+            attn_bias=bias, sliding_window=window, rope_scaling=scaling)
     except ConfigError as e:    # name the config.json field behind the ModelConfig field
         f = getattr(e, "field", None)
         if f not in _HF_FIELDS:

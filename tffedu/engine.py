@@ -340,8 +340,10 @@ class Engine:
         if num_pages * page_size > MAX_CACHE_TOKENS:
             raise EngineError(f"Engine: {num_pages} pages of {page_size} tokens is more than the "
                               f"{MAX_CACHE_TOKENS} tokens a KV cache may hold")
+        windows = {model.creator.window(il) for il in range(cfg.n_layer)}   # a page leaves once no layer sees it
         self.cache = KVCache(cfg.n_layer, cfg.n_head_kv, cfg.head_dim, int(num_pages), int(page_size),
-                             dtype=None, prefix_caching=prefix_caching)
+                             dtype=None, prefix_caching=prefix_caching,
+                             window=0 if 0 in windows else max(windows))
         self.runner = ModelRunner(model, self.cache, max_graphs=max_graphs, cuda_graphs=cuda_graphs)
         self.stats = dict(steps=0, prefill_tokens=0, prefill_chunks=0, decode_tokens=0, mixed_steps=0,
                           overlapped=0)
@@ -371,9 +373,10 @@ def check(self: Engine, prompt: list[int], max_new_tokens: int) -> None:
         raise ContextOverflowError(f"the prompt ({len(prompt)} tokens) plus max_new_tokens "
                                    f"({max_new_tokens}) is {n} tokens, more than the context "
                                    f"of {self.model.n_ctx}")
-    if self.cache.pages_for(n) > self.cache.num_pages:
-        raise KVCacheError(f"a request of {n} tokens needs {self.cache.pages_for(n)} pages; the "
-                           f"cache has {self.cache.num_pages}")
+    need = self.cache.most_pages(len(prompt), n)      # a sliding window gives old pages back
+    if need > self.cache.num_pages:
+        raise KVCacheError(f"a request of {n} tokens needs {need} pages; the cache has "
+                           f"{self.cache.num_pages}")
 
 
 @patch

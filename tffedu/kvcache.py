@@ -129,6 +129,7 @@ class Sequence:
     n_computed: int = 0  # tokens whose K/V are written in every layer
     hashes: list[bytes] = field(default_factory=list)  # chained hash of each full computed page
     share: bool = True  # its full pages take part in prefix sharing (found and published)
+    n_dropped: int = 0  # leading pages a sliding window gave back (their table entries are -1)
 
 
 class KVCache:
@@ -138,15 +139,20 @@ class KVCache:
     dtype=None keeps the bookkeeping only: whoever runs the model owns the K/V memory (on a GPU,
     the runner of chapter 13), laid out the same way, and the cache says where each token goes.
     All methods that change state raise KVCacheError *before* changing anything.
+    window > 0: attention sees only the last `window` keys, and pages no later query can see
+    go back to the pool as a sequence grows (a sliding window, below).
     """
 
     def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, num_pages: int,
-                 page_size: int = 32, dtype=np.float32, prefix_caching: bool = True):
+                 page_size: int = 32, dtype=np.float32, prefix_caching: bool = True, window: int = 0):
         for name, val in (("n_layers", n_layers), ("n_kv_heads", n_kv_heads),
                           ("head_dim", head_dim), ("page_size", page_size)):
             if int(val) < 1:
                 raise KVCacheError(f"{name} must be >= 1, got {val}")
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 0:
+            raise KVCacheError(f"window must be an integer >= 0 (0: none), got {window!r}")
         self.n_layers, self.page_size, self.prefix_caching = n_layers, page_size, prefix_caching
+        self.window = int(window)
         self.pool = PagePool(num_pages)
         self.page_shape = (num_pages, page_size, n_kv_heads, head_dim)   # one layer's K (or V)
         shape = (n_layers, *self.page_shape)
@@ -264,9 +270,9 @@ def extend(self: KVCache, sid, n: int = 1) -> None:
 def slots(self: KVCache, sid, start: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     "(page ids, slots) of positions start .. start+n-1 (TFFInfer's get_location, vectorised)."
     seq = self._seq(sid)
-    if start < 0 or start + n > seq.n_tokens:
+    if start < seq.n_dropped * self.page_size or start + n > seq.n_tokens:
         raise KVCacheError(f"sequence {sid!r}: positions {start}..{start + n - 1} are outside "
-                           f"its {seq.n_tokens} tokens")
+                           f"its {seq.n_tokens} tokens (or left its window)")
     pos = np.arange(start, start + n)
     return np.asarray(seq.pages, np.int64)[pos // self.page_size], pos % self.page_size
 
@@ -323,6 +329,8 @@ def commit(self: KVCache, sid, n: int, tokens) -> None:
         seq.hashes.append(h)
         if self.prefix_caching and seq.share and self.pool.pages[seq.pages[i]].hash is None:
             self.pool.publish(seq.pages[i], h, page_tokens)
+    if self.window:
+        self._slide(seq)
 
 
 # %% ../notebooks/09_kvcache.ipynb #2f2a8aa9
@@ -335,14 +343,14 @@ def fork(self: KVCache, src, dst) -> list[tuple[int, int]]:
         raise KVCacheError(f"cannot fork into {dst!r}: it is already in the cache")
     n_shared = s.n_computed // self.page_size
     self._need(len(s.pages) - n_shared, f"forking {src!r} into {dst!r}")
-    for pid in s.pages[:n_shared]:
+    for pid in s.pages[s.n_dropped:n_shared]:
         self.pool.retain(pid)
     copies = [self.pool.allocate() for _ in s.pages[n_shared:]]
     if copies and self.k is not None:
         self.k[:, copies] = self.k[:, s.pages[n_shared:]]
         self.v[:, copies] = self.v[:, s.pages[n_shared:]]
     self.seqs[dst] = Sequence(s.n_tokens, s.pages[:n_shared] + copies, s.n_computed,
-                              list(s.hashes), s.share)
+                              list(s.hashes), s.share, s.n_dropped)
     return list(zip(s.pages[n_shared:], copies))
 
 
@@ -350,7 +358,7 @@ def fork(self: KVCache, src, dst) -> list[tuple[int, int]]:
 def free(self: KVCache, sid) -> None:
     "Drop a sequence; pages nobody else uses go back to the pool (hashed ones stay cached)."
     seq = self._seq(sid)
-    for pid in reversed(seq.pages):  # tail first: the shared prefix is evicted last
+    for pid in reversed(seq.pages[seq.n_dropped:]):  # tail first: the shared prefix is evicted last
         self.pool.release(pid)
     del self.seqs[sid]
 
@@ -365,6 +373,9 @@ def truncate(self: KVCache, sid, n: int) -> list[tuple[int, int]]:
     if n > seq.n_tokens:
         raise KVCacheError(f"sequence {sid!r}: cannot truncate to {n} tokens, it holds {seq.n_tokens}")
     keep, P = self.pages_for(n), self.page_size
+    if seq.n_dropped and n - self.window + 1 < seq.n_dropped * P:   # position n would see a dropped page
+        raise KVCacheError(f"sequence {sid!r}: cannot truncate to {n} tokens, its pages before "
+                           f"position {seq.n_dropped * P} left the window of {self.window}")
     last = seq.pages[keep - 1] if n % P else None          # a kept page that becomes partial
     shared = last is not None and self.pool.pages[last].ref_count > 1
     freed = sum(self.pool.pages[p].ref_count == 1 for p in seq.pages[keep:])
@@ -421,26 +432,27 @@ def gather(self: KVCache, sid, layer: int, n: int | None = None) -> tuple[np.nda
     return self.k[layer, pids, slots], self.v[layer, pids, slots]
 
 # %% ../notebooks/09_kvcache.ipynb #f4950dc3
-def _gather_pages(pages: np.ndarray, page_table, seq_len: int) -> np.ndarray:
-    "K (or V) of positions 0..seq_len-1 as one contiguous [seq_len, H_kv, D] array."
+def _gather_pages(pages: np.ndarray, page_table, seq_len: int, first: int = 0) -> np.ndarray:
+    "K (or V) of positions first*P..seq_len-1 (from page `first` on) as one contiguous [S, H_kv, D] array."
     P = pages.shape[1]
     n_pages = -(-seq_len // P)
-    table = np.asarray(page_table)[:n_pages]
-    if len(table) < n_pages:
-        raise ShapeError(f"page table has {len(table)} pages, seq_len {seq_len} needs {n_pages}")
+    table = np.asarray(page_table)[first:n_pages]
+    if len(table) < n_pages - first:
+        raise ShapeError(f"page table has {first + len(table)} pages, seq_len {seq_len} needs {n_pages}")
     bad = table[(table < 0) | (table >= len(pages))]
-    if len(bad):                                 # a -1 (padding) or foreign id where keys should be
-        raise KVCacheError(f"page table entry {int(bad[0])} (for positions below {seq_len}) is not one of "
-                           f"the {len(pages)} pages")
-    return pages[table].reshape(n_pages * P, *pages.shape[2:])[:seq_len]
+    if len(bad):                                 # a -1 (padding, dropped) or foreign id where keys should be
+        raise KVCacheError(f"page table entry {int(bad[0])} (for positions {first * P}..{seq_len - 1}) is "
+                           f"not one of the {len(pages)} pages")
+    return pages[table].reshape(len(table) * P, *pages.shape[2:])[:seq_len - first * P]
 
 
 ATTN_BLOCK = 256   # query rows per block on the CPU: scores [Hq, 256, S] at a time, never [Hq, T, S]
 
 
-def _attend_pages(q, k_pages, v_pages, page_table, seq_len: int, scale, pos) -> np.ndarray:
+def _attend_pages(q, k_pages, v_pages, page_table, seq_len: int, scale, pos, window: int = 0) -> np.ndarray:
     """softmax(q K^T) V of q [T, Hq, D] at positions pos over a sequence's first seq_len paged K/V,
-    ATTN_BLOCK query rows at a time: a 4096-token prompt holds 1/16 of its score matrix at once."""
+    ATTN_BLOCK query rows at a time: a 4096-token prompt holds 1/16 of its score matrix at once.
+    window > 0: a query sees its last `window` keys only, and pages below them are not read."""
     T, Hq, D = q.shape
     Hkv = k_pages.shape[2]
     if k_pages.shape != v_pages.shape or k_pages.shape[3] != D or Hq % Hkv:
@@ -450,35 +462,41 @@ def _attend_pages(q, k_pages, v_pages, page_table, seq_len: int, scale, pos) -> 
         raise ShapeError(f"paged attention: positions {pos.tolist()} must be {T} values in [0, {seq_len})")
     scale = np.float32(1.0 / np.sqrt(D) if scale is None else scale)
     g = Hq // Hkv                                    # query head h uses K/V head h // g
-    kt = _gather_pages(k_pages, page_table, seq_len).astype(np.float32).transpose(1, 2, 0)  # [Hkv, D, S]
-    vh = _gather_pages(v_pages, page_table, seq_len).astype(np.float32).transpose(1, 0, 2)  # [Hkv, S, D]
+    first = max(int(pos.min()) - window + 1, 0) // k_pages.shape[1] if window and T else 0
+    kt = _gather_pages(k_pages, page_table, seq_len, first).astype(np.float32).transpose(1, 2, 0)  # [Hkv, D, S]
+    vh = _gather_pages(v_pages, page_table, seq_len, first).astype(np.float32).transpose(1, 0, 2)  # [Hkv, S, D]
     out = np.empty((T, Hq, D), np.float32)
-    cols = np.arange(seq_len)
+    cols = np.arange(first * k_pages.shape[1], seq_len)                    # the key positions read
+    S = len(cols)
     for t0 in range(0, T, ATTN_BLOCK):
         qb = q[t0:t0 + ATTN_BLOCK].astype(np.float32)
         tb = len(qb)
         qb = qb.reshape(tb, Hkv, g, D).transpose(1, 0, 2, 3).reshape(Hkv, tb * g, D)
-        s = (np.matmul(qb, kt) * scale).reshape(Hkv, tb, g, seq_len)        # [Hkv, tb, g, S]
-        s += np.where(cols[None, :] <= pos[t0:t0 + tb, None], np.float32(0), np.float32(-np.inf))[None, :, None, :]
-        s -= s.max(-1, keepdims=True)                                       # causal mask, softmax
+        s = (np.matmul(qb, kt) * scale).reshape(Hkv, tb, g, S)              # [Hkv, tb, g, S]
+        p = pos[t0:t0 + tb, None]
+        seen = (cols <= p) & (cols > p - window) if window else cols <= p   # causal (and windowed) mask
+        s += np.where(seen, np.float32(0), np.float32(-np.inf))[None, :, None, :]
+        s -= s.max(-1, keepdims=True)                                       # softmax
         np.exp(s, out=s)
         s /= s.sum(-1, keepdims=True)
-        o = np.matmul(s.reshape(Hkv, tb * g, seq_len), vh)                  # [Hkv, tb * g, D]
+        o = np.matmul(s.reshape(Hkv, tb * g, S), vh)                        # [Hkv, tb * g, D]
         out[t0:t0 + tb] = o.reshape(Hkv, tb, g, D).transpose(1, 0, 2, 3).reshape(tb, Hq, D)
     return out
 
-
+# %% ../notebooks/09_kvcache.ipynb #d3d22e07
 @OPS.register("paged_attention", "cpu")
 def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray, page_table,
-                    seq_len: int, scale: float | None = None, out: np.ndarray | None = None) -> np.ndarray:
+                    seq_len: int, scale: float | None = None, window: int = 0,
+                    out: np.ndarray | None = None) -> np.ndarray:
     """Causal GQA attention of q [T, Hq, D], the last T positions of a sequence, over its paged
     K/V -> [T, Hq, D].
 
     k_pages, v_pages: [num_pages, page_size, H_kv, D] (one layer, f32 or f16); page_table: the
-    sequence's page ids; seq_len: how many positions hold K/V; scale: default 1/sqrt(D).
+    sequence's page ids; seq_len: how many positions hold K/V; scale: default 1/sqrt(D);
+    window > 0: each query sees its last `window` keys only (a sliding window).
     """
     o = _attend_pages(q, k_pages, v_pages, page_table, int(seq_len), scale,
-                      np.arange(int(seq_len) - len(q), int(seq_len)))
+                      np.arange(int(seq_len) - len(q), int(seq_len)), int(window))
     if out is None:
         return o.astype(q.dtype, copy=False)
     out[...] = o
@@ -534,13 +552,13 @@ def check_cu_seqlens(cu_seqlens, N: int) -> None:
 
 @OPS.register("paged_attention_varlen", "cpu")
 def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
-                           pos, scale: float | None = None, decode: bool = False,
+                           pos, scale: float | None = None, decode: bool = False, window: int = 0,
                            out: np.ndarray | None = None):
     """Attention for a flat batch: q [N, Hq, D], k/v [N, Hkv, D] (this step's tokens), pos [N].
     Stores k/v at `slots` (-1 = padding), then the rows of sequence b (cu_seqlens[b]:cu_seqlens[b+1])
     attend causally over its seq_lens[b] positions through page_tables[b] -> [N, Hq, D].
     decode=True promises one row per sequence (row b is sequence b): a GPU kernel needs to know
-    that before it runs; here it is only checked."""
+    that before it runs; here it is only checked. window > 0: each row sees its last `window` keys."""
     N = len(q)
     if not (len(k) == len(v) == len(slots) == len(pos) == N) or len(cu_seqlens) != len(seq_lens) + 1:
         raise ShapeError(f"paged_attention_varlen: q {q.shape}, k {k.shape}, slots {np.shape(slots)}, "
@@ -556,5 +574,31 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
         lo, hi = int(cu_seqlens[b]), int(cu_seqlens[b + 1])
         if hi > lo:
             out[lo:hi] = _attend_pages(q[lo:hi], k_pages, v_pages, page_tables[b], int(S), scale,
-                                       np.asarray(pos[lo:hi]))
+                                       np.asarray(pos[lo:hi]), window)
     return out
+
+# %% ../notebooks/09_kvcache.ipynb #f9a3382a
+@patch
+def _slide(self: KVCache, seq: Sequence) -> None:
+    "Give back the pages no later query sees: the next one (at n_computed) sees keys from n_computed - window + 1."
+    P, oldest = self.page_size, seq.n_computed - self.window + 1
+    while seq.n_dropped < len(seq.pages) and (seq.n_dropped + 1) * P <= oldest:
+        self.pool.release(seq.pages[seq.n_dropped])     # a published page stays cached for others
+        seq.pages[seq.n_dropped] = -1
+        seq.n_dropped += 1
+
+
+@patch
+def pages_held(self: KVCache, sid) -> int:
+    "Pages the sequence holds now (a sliding window has given the old ones back)."
+    seq = self._seq(sid)
+    return len(seq.pages) - seq.n_dropped
+
+
+@patch
+def most_pages(self: KVCache, n_prompt: int, n_tokens: int) -> int:
+    """The most pages a request ever holds at once, prompt n_prompt tokens, n_tokens in the end: all of
+    them, or with a window the prompt's (while it is prefilled) or a window's worth plus one."""
+    if not self.window:
+        return self.pages_for(n_tokens)
+    return min(self.pages_for(n_tokens), max(self.pages_for(n_prompt), self.pages_for(self.window) + 1))

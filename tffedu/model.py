@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ContextOverflowError, DeviceError, ModelError, NoTokenizerError, SamplingError
-from .factory import patch
+from .factory import backend, patch
 from .models import create
 
 DEFAULT_MAX_CTX = 8192   # KV-cache rows allocated when the caller does not ask for n_ctx
@@ -65,6 +65,10 @@ class Model:
         self.weights = {n: source.tensor(n) for n in names}      # zero-copy views of the file
         dtypes = {n: w.dtype for n, w in self.weights.items()}
         self.creator = create(cfg, self.n_ctx, dtypes)
+        if not backend(device).sliding_window and any(map(self.creator.window, range(cfg.n_layer))):
+            raise ModelError(f"this model's attention has a sliding window of {cfg.sliding_window} keys, "
+                             f"which tffedu runs on the CPU only so far: load it with device='cpu', or "
+                             f"with n_ctx <= {cfg.sliding_window} (a window the context never outgrows)")
         self._check_weights(names)
         self.eos_ids = self._eos_ids()
         if warm and device == "cpu":

@@ -43,10 +43,19 @@ class Qwen3Creator:
         c = self.cfg
         return g.state(f"blk.{il}.kv_cache", (2, self.n_ctx, c.n_head_kv, c.head_dim), F32)
 
+    def window(self, il: int) -> int:
+        """Keys a query of layer il sees: the last cfg.sliding_window of them (Mistral), or 0: all.
+        A window the context never outgrows is no window, and leaves the graph as without one."""
+        w = self.cfg.sliding_window
+        return w if w < self.n_ctx else 0
+
     def attend(self, g: Graph, q: Node, k: Node, v: Node, pos: Node, il: int) -> Node:
         """Causal GQA attention of layer il over a contiguous KV cache: k, v are stored at rows
-        `pos`, then q attends to rows 0..pos. The one hook a paged cache replaces (chapter 14)."""
-        return g.op("attention", q, k, v, self.kv_cache(g, il), pos, name=f"blk.{il}.attn")
+        `pos`, then q attends to rows 0..pos (the last `window(il)` of them). The one hook a paged
+        cache replaces (chapter 14)."""
+        w = self.window(il)
+        return g.op("attention", q, k, v, self.kv_cache(g, il), pos, name=f"blk.{il}.attn",
+                    **({"window": w} if w else {}))
 
 # %% ../../notebooks/08_qwen3.ipynb #84ed39ab
 @patch

@@ -174,12 +174,14 @@ def rope(x, pos, out=None, theta: float = 10000.0, mode: str = "neox", n_dims: i
     return out
 
 # %% ../../notebooks/07_cpu_ops.ipynb #56723cf6
-def causal_mask(pos, n_keys: int) -> np.ndarray:
-    "[T, n_keys] bool: the query at position pos[t] may see keys 0..pos[t]."
-    return np.arange(n_keys)[None, :] <= np.asarray(pos).reshape(-1, 1)
+def causal_mask(pos, n_keys: int, window: int = 0) -> np.ndarray:
+    """[T, n_keys] bool: the query at position pos[t] may see keys 0..pos[t]; with a sliding
+    window (Mistral), only the last `window` of them: pos[t] - window < key <= pos[t]."""
+    keys, p = np.arange(n_keys)[None, :], np.asarray(pos).reshape(-1, 1)
+    return (keys <= p) & (keys > p - window) if window else keys <= p
 
 
-def _attend(q, keys, vals, pos, scale, causal):
+def _attend(q, keys, vals, pos, scale, causal, window=0):
     "softmax(q k^T * scale + mask) v for q [T, Hq, hd], keys/vals [S, Hkv, hd] -> [T, Hkv, G, hd]."
     T, Hq, hd = q.shape
     S, Hkv = keys.shape[:2]
@@ -192,7 +194,7 @@ def _attend(q, keys, vals, pos, scale, causal):
     s = qg @ kt                                                  # [Hkv, G, T, S] scores
     s *= np.float32(1.0 / math.sqrt(hd) if scale is None else scale)
     if causal:
-        s[..., ~causal_mask(pos, S)] = -np.inf
+        s[..., ~causal_mask(pos, S, window)] = -np.inf
     s -= s.max(axis=-1, keepdims=True)                           # softmax over the keys
     np.exp(s, out=s)
     s /= s.sum(axis=-1, keepdims=True)
@@ -201,10 +203,11 @@ def _attend(q, keys, vals, pos, scale, causal):
 
 @OPS.register("attention", "cpu")
 def attention(q, k, v, kv_cache=None, pos=None, out=None, scale: float | None = None,
-              causal: bool = True):
+              causal: bool = True, window: int = 0):
     """Causal GQA attention. q [T, Hq, hd], k/v [T, Hkv, hd] -> out [T, Hq, hd].
     With `kv_cache` [2, ctx, Hkv, hd] and `pos` [T]: k, v are first stored at rows `pos`, and the
-    queries attend over cache rows 0..max(pos). Without: the T tokens are positions 0..T-1."""
+    queries attend over cache rows 0..max(pos). Without: the T tokens are positions 0..T-1.
+    window > 0: each query sees only its last `window` keys (a sliding window, chapter 08a)."""
     T, Hq, hd = q.shape
     if kv_cache is None:
         pos = np.arange(T) if pos is None else np.asarray(pos).reshape(-1)
@@ -217,7 +220,7 @@ def attention(q, k, v, kv_cache=None, pos=None, out=None, scale: float | None = 
                              f"({kv_cache.shape[1]} rows)")
         kv_cache[0, pos], kv_cache[1, pos] = k, v                # the KV-cache store
         keys, vals = kv_cache[0, :S], kv_cache[1, :S]
-    o = _attend(q, keys, vals, pos, scale, causal)
+    o = _attend(q, keys, vals, pos, scale, causal, window)
     out = _out(out, (T, Hq, v.shape[2]))
     out.reshape(o.shape)[...] = o
     return out
