@@ -111,7 +111,8 @@ def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular,
     Config, Model = {"qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
                      "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
                      "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
-                     "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM)}[arch]
+                     "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+                     "gemma3_text": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM)}[arch]
     vs = vocab_size(n_regular)
     # Qwen2's config has neither: head_dim is hidden // heads, and q, k, v always have biases
     extra = {} if arch == "qwen2" else dict(head_dim=head_dim or hidden // heads, attention_bias=attention_bias)
@@ -152,6 +153,23 @@ def tiny_mistral(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96
                  theta, eps, seed, std, None, sliding_window=window)
 
 
+def tiny_gemma3(hidden=64, layers=7, heads=4, kv_heads=2, head_dim=32, ffn=96, tied=True,
+                n_regular=500, ctx=256, theta=1e6, local_theta=1e4, eps=1e-6, seed=0, std=0.05, window=4,
+                layer_types=None, query_pre_attn_scalar=None, rope_scaling=None):
+    """A random Gemma3ForCausalLM (text) in float32 (eval): a window of `window` keys on five layers
+    of six (or `layer_types`), RoPE theta `local_theta` there and `theta` (with `rope_scaling`) on
+    the others, norms after each sub-block, GeGLU, embeddings scaled by sqrt(hidden)."""
+    types = layer_types or ["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(layers)]
+    full = {"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})}
+    model = _tiny("gemma3_text", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
+                  theta, eps, seed, std, None, sliding_window=window, layer_types=types,
+                  query_pre_attn_scalar=query_pre_attn_scalar or head_dim)
+    model.config.rope_parameters = {"full_attention": full,
+                                    "sliding_attention": {"rope_type": "default", "rope_theta": local_theta}}
+    model.model.rotary_emb = type(model.model.rotary_emb)(model.config)   # built from the new thetas
+    return model
+
+
 def tiny_llama(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=True,
                n_regular=500, ctx=256, theta=10000.0, eps=1e-5, seed=0, std=0.05, rope_scaling=None,
                attention_bias=False):
@@ -169,8 +187,12 @@ def llama_permute(w: np.ndarray, n_head: int, n_head_kv: int | None) -> np.ndarr
             .swapaxes(1, 2).reshape(w.shape))
 
 
-def _gguf_name(hf: str) -> str | None:
-    "HF parameter name -> GGUF tensor name (llama.cpp's tensor map for llama/qwen3)."
+GEMMA3_NORMS = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
+                "post_feedforward_layernorm": "post_ffw_norm"}   # gguf-py's names for Gemma 3's four norms
+
+
+def _gguf_name(hf: str, arch: str = "llama") -> str | None:
+    "HF parameter name -> GGUF tensor name (llama.cpp's tensor map for llama/qwen3, and gemma3's norms)."
     fixed = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
              "lm_head.weight": "output.weight"}
     if hf in fixed:
@@ -182,6 +204,8 @@ def _gguf_name(hf: str) -> str | None:
              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
              "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    if arch == "gemma3":
+        table.update(GEMMA3_NORMS)
     return f"blk.{n}.{table[rest]}.{kind}"
 
 
@@ -190,9 +214,9 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     """Write `model` as GGUF at `path`, 2-D weights in `wtype`; the HF model is updated in place to
     the dequantized weights, so it stays the exact reference of the file."""
     cfg = model.config
-    arch = cfg.model_type                     # "qwen3", "llama", "qwen2" or "mistral"
-    assert arch in ("qwen3", "llama", "qwen2", "mistral"), arch
-    arch = "llama" if arch == "mistral" else arch    # llama.cpp writes Mistral as a llama
+    arch = cfg.model_type                     # "qwen3", "llama", "qwen2", "mistral" or "gemma3_text"
+    assert arch in ("qwen3", "llama", "qwen2", "mistral", "gemma3_text"), arch
+    arch = {"mistral": "llama", "gemma3_text": "gemma3"}.get(arch, arch)   # llama.cpp's names
     path = pathlib.Path(path)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-random-{arch}")
@@ -203,20 +227,27 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     w.add_feed_forward_length(cfg.intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    w.add_rope_freq_base(float(cfg.rope_parameters.get("full_attention", cfg.rope_parameters)["rope_theta"]))
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_vocab_size(cfg.vocab_size)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads   # Qwen2: none
-    if arch == "qwen3" or head_dim != cfg.hidden_size // cfg.num_attention_heads:
+    if arch in ("qwen3", "gemma3") or head_dim != cfg.hidden_size // cfg.num_attention_heads:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     if arch == "llama":
         w.add_rope_dimension_count(head_dim)
     if getattr(cfg, "sliding_window", None) and cfg.model_type == "mistral":
         w.add_sliding_window(cfg.sliding_window)     # llama.cpp's {arch}.attention.sliding_window
-    if cfg.rope_parameters.get("rope_type", "default") == "linear":
+    if arch == "gemma3":                             # as llama.cpp's converter writes Gemma 3
+        w.add_sliding_window(cfg.sliding_window)
+        w.add_rope_freq_base_swa(float(cfg.rope_parameters["sliding_attention"]["rope_theta"]))
+        default = ["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(cfg.num_hidden_layers)]
+        if list(cfg.layer_types) != default:         # llama.cpp's default: every 6th layer sees all
+            w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
+    rope = cfg.rope_parameters.get("full_attention", cfg.rope_parameters)   # Gemma 3: the global layers'
+    if rope.get("rope_type", "default") == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
-        w.add_rope_scaling_factor(float(cfg.rope_parameters["factor"]))
+        w.add_rope_scaling_factor(float(rope["factor"]))
     if tokenizer:
         tokens, types, merges = small_vocab(n_regular)
         assert len(tokens) == cfg.vocab_size
@@ -236,10 +267,12 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
         for name, p in model.named_parameters():   # tied lm_head is not listed twice
             if tied and name == "lm_head.weight":
                 continue
-            gname = _gguf_name(name)
+            gname = _gguf_name(name, arch)
             data = p.detach().numpy().astype(np.float32)
             if data.ndim == 1:                      # norms and biases stay F32, like llama.cpp
                 q, raw = data, None
+                if arch == "gemma3" and gname.endswith("norm.weight"):
+                    q = data + np.float32(1.0)      # Gemma's norms compute with 1 + w: the converter adds the 1
             else:
                 t = tensor_type(wtype, gname, cfg.num_hidden_layers, data.shape[1])
                 if t in ("F32", "F16"):

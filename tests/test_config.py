@@ -136,7 +136,7 @@ def test_one_table_of_architectures():
     the defaults of a config made by hand; each row's creator is found by tffedu.models."""
     import tffedu.models
     from tffedu.config import ARCHS, SUPPORTED_ARCHS
-    assert SUPPORTED_ARCHS == tuple(ARCHS) == ("qwen3", "llama", "qwen2")
+    assert SUPPORTED_ARCHS == tuple(ARCHS) == ("qwen3", "llama", "qwen2", "gemma3")
     for name, a in ARCHS.items():
         assert a.name == name and a.rope_type in ("neox", "norm")
         cls = tffedu.models.creator(name)
@@ -155,11 +155,14 @@ def test_one_table_of_architectures():
     from tffedu.config import ATTN_PROJ
     hf_proj = dict(zip(ATTN_PROJ, ("q_proj", "k_proj", "v_proj", "o_proj")))
     for name, a in ARCHS.items():
-        cfg = transformers.AutoConfig.for_model(name, vocab_size=50, hidden_size=64, intermediate_size=96,
-                                                num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2)
-        attn = transformers.AutoModelForCausalLM.from_config(cfg).model.layers[0].self_attn
+        cfg = transformers.AutoConfig.for_model(a.hf_model_types[0], vocab_size=50, hidden_size=64,
+                                                intermediate_size=96, num_hidden_layers=1,
+                                                num_attention_heads=4, num_key_value_heads=2)
+        layer = transformers.AutoModelForCausalLM.from_config(cfg).model.layers[0]
+        attn = layer.self_attn
         assert hasattr(attn, "q_norm") == a.qk_norm, name
         assert tuple(p for p in ATTN_PROJ if getattr(attn, hf_proj[p]).bias is not None) == a.attn_bias, name
+        assert hasattr(layer, "post_feedforward_layernorm") == a.post_norms, name   # Gemma 3's norms after
     with pytest.raises(ModelError, match="'gpt2' has no model creator"):
         tffedu.models.creator("gpt2")
     with pytest.raises(ModelError, match="not supported"):

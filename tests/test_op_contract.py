@@ -331,6 +331,20 @@ def _():
     a, b = f32(4, 48), weight(f32(48), "BF16")
     return (lambda: ([a, b], {})), (lambda args, kw: args[0].astype(np.float64) + dequant(args[1]))
 
+# Gemma 3's (chapter 08c): GeGLU and the embedding's scale; the CPU's only so far (the model refuses CUDA)
+@case("geglu", "[5, 96]", cpu_only=True)
+def _():
+    g, u = f32(5, 96, scale=3), f32(5, 96)
+    return (lambda: ([g, u], {})), (lambda a, kw: torch.nn.functional.gelu(
+        torch.from_numpy(a[0]).double(), approximate="tanh").numpy() * a[1])
+
+
+@case("scale", "[4, 64] by sqrt(1152)", cpu_only=True)
+def _():
+    x = f32(4, 64)
+    return (lambda: ([x], dict(factor=math.sqrt(1152)))), (lambda a, kw: a[0].astype(np.float64) * kw["factor"])
+
+
 for op, shape in (("silu", (4, 33)), ("mul", (4, 33))):
     @case(op, f"{list(shape)}")
     def _(op=op, shape=shape):

@@ -12,10 +12,18 @@ from tffedu.config import config_from_gguf, config_from_hf
 from tffedu.errors import ConfigError, KVCacheError, ModelError
 from tffedu.kvcache import KVCache, paged_attention, paged_attention_varlen
 from tffedu.factory import OPS
-from hf_models import hf_greedy, hf_logits, rel_err, tiny_mistral, write_gguf
+from hf_models import hf_logits, rel_err, tiny_mistral, write_gguf
 
 TOL = 1e-4
 PROMPT = [11, 250, 3, 499, 17, 17, 64, 128, 5, 300, 42, 7, 8, 9, 10, 400, 401, 2, 33, 44, 55]
+
+
+def argmax_chain(hf, prompt, n: int) -> list[int]:
+    "HF's greedy continuation by full forward passes, EOS a token like any other (ignore_eos's semantics)."
+    seq = list(prompt)
+    for _ in range(n):
+        seq.append(int(hf_logits(hf, seq)[-1].argmax()))
+    return seq[len(prompt):]
 
 
 def sdpa_window(q, k, v, pos, window):
@@ -200,9 +208,13 @@ def test_logits_match_hf(pair):
 def test_greedy_matches_hf_past_the_window(pair):
     hf, path = pair
     m = tffedu.load(path)
-    ref = hf_greedy(hf, PROMPT[:5], 24)
+    ref = argmax_chain(hf, PROMPT[:5], 24)
     assert m.generate(PROMPT[:5], max_new_tokens=24, ignore_eos=True).tokens == ref
     assert tffedu.model.load(path).generate(PROMPT[:5], max_new_tokens=24, ignore_eos=True).tokens == ref
+    with torch.no_grad():                     # and HF's own generate, stopping where we stop
+        hf_ref = hf.generate(torch.tensor([PROMPT[:5]]), max_new_tokens=24, do_sample=False,
+                             eos_token_id=sorted(m.eos_ids))[0, 5:].tolist()
+    assert m.generate(PROMPT[:5], max_new_tokens=24).tokens == hf_ref
 
 
 def test_a_sequence_four_windows_long_in_one_window_of_pages(tmp_path):
@@ -221,7 +233,7 @@ def test_a_sequence_four_windows_long_in_one_window_of_pages(tmp_path):
     while eng.busy:
         eng.step()
         held.append(eng.cache.num_pages - eng.cache.n_free_pages)
-    assert req.tokens == hf_greedy(hf, prompt, n_new)
+    assert req.tokens == argmax_chain(hf, prompt, n_new)
     assert max(held) <= eng.cache.pages_for(W) + 1 and eng.stats["preempted"] == 0
     assert len(prompt) + n_new >= 4 * W
 
@@ -237,7 +249,7 @@ def test_hf_folder_bf16_sharded(tmp_path):
     m = tffedu.load(tmp_path)
     assert (m.config.arch, m.config.sliding_window) == ("llama", 6)
     assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
-    assert m.generate(PROMPT[:5], max_new_tokens=12, ignore_eos=True).tokens == hf_greedy(hf, PROMPT[:5], 12)
+    assert m.generate(PROMPT[:5], max_new_tokens=12, ignore_eos=True).tokens == argmax_chain(hf, PROMPT[:5], 12)
 
 
 def test_gpu_refuses_a_window_it_would_ignore(tmp_path):
@@ -249,3 +261,24 @@ def test_gpu_refuses_a_window_it_would_ignore(tmp_path):
     with pytest.raises(ModelError, match="sliding window of 16 keys.*CPU only"):
         Model(open_model(path), "cuda", n_ctx=64, warm=False)
     assert Model(open_model(path), "cuda", n_ctx=16, warm=False).creator.window(0) == 0
+
+
+def test_batches_and_prefix_sharing_through_the_window(tmp_path):
+    """generate_batch of prompts of several lengths == each alone; a prompt sharing a prefix with one
+    whose early pages left the window still finds them cached (published pages outlive the window)."""
+    W, P = 6, 4
+    hf = tiny_mistral(seed=13, window=W)
+    m = tffedu.load(write_gguf(hf, tmp_path / "m.gguf"))
+    prompts = [PROMPT[:3], PROMPT[:11], PROMPT[2:19]]
+    alone = [argmax_chain(hf, p, 10) for p in prompts]
+    assert [g.tokens for g in m.generate_batch(prompts, max_new_tokens=10, ignore_eos=True)] == alone
+    from tffedu.engine import Engine
+    eng = Engine(m, page_size=P, num_pages=64)
+    a = eng.add(PROMPT[:16], max_new_tokens=4, ignore_eos=True)
+    while eng.busy:
+        eng.step()
+    b = eng.add(PROMPT[:13] + [99, 98, 97], max_new_tokens=4, ignore_eos=True)
+    while eng.busy:
+        eng.step()
+    assert b.n_cached == 12 and eng.stats["cached_tokens"] == 12     # three full pages, the first out of the window
+    assert (a.tokens, b.tokens) == (argmax_chain(hf, PROMPT[:16], 4), argmax_chain(hf, PROMPT[:13] + [99, 98, 97], 4))

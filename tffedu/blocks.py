@@ -19,11 +19,13 @@ __all__ = ['attention_block', 'ffn_block', 'qwen3_layer', 'qwen3_layer_graph']
 # %% ../notebooks/05b_blocks.ipynb #2da118b6
 def attention_block(g: Graph, x: Node, pos: Node, il: int, *, n_head: int, n_head_kv: int,
                     head_dim: int, eps: float = 1e-6, rope: dict | None = None,
-                    qk_norm: bool = True, bias: tuple = (), weight=None, attend=None) -> Node:
+                    qk_norm: bool = True, bias: tuple = (), weight=None, attend=None,
+                    post_norm: bool = False) -> Node:
     """x + o_proj(attention(rope(q_norm(q)), rope(k_norm(k)), v)) for block `il`, x [T, D].
     `rope`: the rope op's attributes (default theta 1e6, NEOX); `bias`: the projections ("attn_q",
     "attn_k", "attn_v", "attn_output") that add a bias [rows]; `weight(name, shape)` makes weight
-    nodes (default `g.weight`); `attend(q, k, v)` -> [T, n_head, head_dim] (default: causal)."""
+    nodes (default `g.weight`); `attend(q, k, v)` -> [T, n_head, head_dim] (default: causal);
+    post_norm: an RMSNorm (post_attention_norm) on o_proj's output before the residual add (Gemma 3)."""
     T, D = x.shape
     p = f"blk.{il}."
     make = weight or g.weight
@@ -55,12 +57,15 @@ def attention_block(g: Graph, x: Node, pos: Node, il: int, *, n_head: int, n_hea
         a = attend(q, k, v)
     a = g.op("reshape", a, shape=(T, q_rows), name=p + "attn_flat")
     o = proj(a, "attn_output", D, q_rows, "attn_out")
+    if post_norm:
+        o = g.op("rmsnorm", o, W("post_attention_norm", (D,)), eps=eps, name=p + "attn_post_norm")
     return g.op("add", x, o, name=p + "attn_res")
 
 
 def ffn_block(g: Graph, x: Node, il: int, *, n_ff: int, eps: float = 1e-6, fused: bool = True,
-              weight=None) -> Node:
-    "x + down(silu(gate(rms(x))) * up(rms(x))) for block `il`; fused=False: the two-op textbook form."
+              weight=None, act: str = "swiglu", post_norm: bool = False) -> Node:
+    """x + down(silu(gate(rms(x))) * up(rms(x))) for block `il`; fused=False: the two-op textbook form.
+    act="geglu": GELU for SiLU; post_norm: an RMSNorm (post_ffw_norm) on down's output (Gemma 3)."""
     T, D = x.shape
     p = f"blk.{il}."
     make = weight or g.weight
@@ -68,11 +73,13 @@ def ffn_block(g: Graph, x: Node, il: int, *, n_ff: int, eps: float = 1e-6, fused
     h = g.op("rmsnorm", x, W("ffn_norm", (D,)), eps=eps, name=p + "ffn_norm")
     gate = g.op("matmul", h, W("ffn_gate", (n_ff, D)), name=p + "gate")        # [T, F]
     up = g.op("matmul", h, W("ffn_up", (n_ff, D)), name=p + "up")
-    if fused:
-        act = g.op("swiglu", gate, up, name=p + "swiglu")                      # silu(gate) * up
+    if fused or act != "swiglu":
+        h = g.op(act, gate, up, name=p + act)                                  # silu(gate) * up
     else:  # the textbook form: two ops and one more [T, n_ff] tensor
-        act = g.op("mul", g.op("silu", gate, name=p + "silu"), up, name=p + "swiglu")
-    down = g.op("matmul", act, W("ffn_down", (D, n_ff)), name=p + "down")     # [T, D]
+        h = g.op("mul", g.op("silu", gate, name=p + "silu"), up, name=p + "swiglu")
+    down = g.op("matmul", h, W("ffn_down", (D, n_ff)), name=p + "down")       # [T, D]
+    if post_norm:
+        down = g.op("rmsnorm", down, W("post_ffw_norm", (D,)), eps=eps, name=p + "ffn_post_norm")
     return g.op("add", x, down, name=p + "ffn_res")
 
 # %% ../notebooks/05b_blocks.ipynb #d0c25c53

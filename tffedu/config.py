@@ -32,6 +32,13 @@ class Arch:
     creator: str                     # "module.Class" in tffedu.models that builds its graphs (chapter 08)
     qk_norm: bool = False            # RMSNorm on each q and k head before RoPE (attn_q_norm, attn_k_norm)
     attn_bias: tuple[str, ...] = ()  # projections (of ATTN_PROJ) every model of it has a bias on
+    post_norms: bool = False         # RMSNorm on each sub-block's output too (post_attention_norm, post_ffw_norm)
+    full_every: int = 0              # with a window, layers n-1, 2n-1, ... see everything when a file names
+                                     # no pattern (llama.cpp's default; 0: every layer has the window)
+    rope_base_swa: float = 0.0       # RoPE theta of the windowed layers when a file names none (0: rope_base)
+    hf_norm_shift: float = 0.0       # HF keeps RMSNorm weights as w - shift (Gemma's norm multiplies by 1 + w)
+    hf_names: tuple = ()             # (HF name pattern, GGUF name) pairs before chapter 03c's common table
+    wide_scale_layers: tuple = ()    # layer counts whose GGUF query scale is 1/sqrt(hidden/n_head) (llama.cpp)
 
 
 ATTN_PROJ = ("attn_q", "attn_k", "attn_v", "attn_output")   # the attention's projections (GGUF names)
@@ -42,6 +49,11 @@ ARCHS = {a.name: a for a in [
     Arch("llama", ("llama", "mistral"), rope_type="norm", creator="qwen3.Qwen3Creator"),
     Arch("qwen2", ("qwen2",), rope_type="neox", creator="qwen3.Qwen3Creator",
          attn_bias=("attn_q", "attn_k", "attn_v")),
+    Arch("gemma3", ("gemma3_text",), rope_type="neox", creator="gemma3.Gemma3Creator", qk_norm=True,
+         post_norms=True, full_every=6, rope_base_swa=10000.0, hf_norm_shift=1.0, wide_scale_layers=(62,),
+         hf_names=((r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"blk.\1.post_attention_norm.weight"),
+                   (r"model\.layers\.(\d+)\.pre_feedforward_layernorm\.weight", r"blk.\1.ffn_norm.weight"),
+                   (r"model\.layers\.(\d+)\.post_feedforward_layernorm\.weight", r"blk.\1.post_ffw_norm.weight"))),
 ]}
 
 
@@ -84,6 +96,9 @@ class ModelConfig:
     qk_norm: bool | None = None    # per-head q/k RMSNorm before RoPE; None: the architecture's
     attn_bias: tuple[str, ...] | None = None   # projections with a bias (of ATTN_PROJ); None: the arch's
     sliding_window: int = 0  # a query sees its last sliding_window keys (Mistral); 0: all of them
+    full_layers: tuple[int, ...] = ()   # layers that see everything though the model has a window (Gemma 3)
+    rope_base_swa: float = 0.0   # RoPE theta of the windowed layers (Gemma 3: 1e4); 0: rope_base
+    attn_scale: float = 0.0      # scores are q k^T * attn_scale; 0: 1 / sqrt(head_dim)
     rope_scaling: dict | None = field(default=None, compare=False)  # as the file gives it
 
     def __post_init__(self):
@@ -163,6 +178,14 @@ def _check_config(c: ModelConfig) -> None:
     if not _is_int(c.sliding_window) or not 0 <= c.sliding_window <= LIMITS["context_length"]:
         _bad("sliding_window", f"sliding_window must be an integer in 0..{LIMITS['context_length']} "
                                f"(0: none), got {_short(c.sliding_window)}")
+    full = c.full_layers
+    if not isinstance(full, (tuple, list)) or not all(_is_int(i) and 0 <= i < c.n_layer for i in full):
+        _bad("full_layers", f"full_layers must be layer numbers in 0..{c.n_layer - 1}, got {_short(full)}")
+    object.__setattr__(c, "full_layers", tuple(sorted({int(i) for i in full})))
+    for name, (lo, hi) in (("rope_base_swa", ROPE_BASE_RANGE), ("attn_scale", (1e-6, 1e3))):
+        v = getattr(c, name)
+        if not _is_real(v) or not (v == 0 or lo <= v <= hi):
+            _bad(name, f"{name} must be 0 (the default) or in {lo:g}..{hi:g}, got {_short(v)}")
     rope_scale(c.rope_scaling)
 
 # %% ../notebooks/03b_config.ipynb #97f19f78
@@ -218,7 +241,21 @@ _GGUF_KEYS = {"n_layer": "block_count", "hidden_size": "embedding_length",
               "head_dim": "attention.key_length", "ffn_size": "feed_forward_length",
               "context_length": "context_length", "rms_eps": "attention.layer_norm_rms_epsilon",
               "rope_base": "rope.freq_base", "rope_dim": "rope.dimension_count",
-              "rope_scaling": "rope.scaling.*", "sliding_window": "attention.sliding_window"}
+              "rope_scaling": "rope.scaling.*", "sliding_window": "attention.sliding_window",
+              "rope_base_swa": "rope.freq_base_swa"}
+
+
+def _full_layers(pattern, n_layer: int, where: str) -> tuple[int, ...]:
+    """The layers a window does not apply to: `pattern` holds a flag per layer (true: windowed), or is
+    n: layers n-1, 2n-1, ... see everything and the others their window (llama.cpp's set_swa_pattern;
+    0: every layer is windowed)."""
+    if isinstance(pattern, (list, tuple, np.ndarray)):
+        if len(pattern) != n_layer or not all(isinstance(s, (bool, np.bool_)) for s in pattern):
+            raise ConfigError(f"{where}: a true/false per layer ({n_layer}) was expected, got {_short(pattern)}")
+        return tuple(i for i, s in enumerate(pattern) if not s)
+    if not _is_int(pattern) or not 0 <= pattern <= LIMITS["n_layer"]:
+        raise ConfigError(f"{where}: a layer period in 0..{LIMITS['n_layer']} was expected, got {_short(pattern)}")
+    return tuple(range(pattern - 1, n_layer, pattern)) if pattern else ()
 
 
 def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
@@ -244,11 +281,14 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
     else:
         vocab = k("vocab_size", int, 0) or len(meta.get("tokenizer.ggml.tokens", ()))
     bias = tuple(p for p in ATTN_PROJ if p in ARCHS[arch].attn_bias or f"blk.0.{p}.bias" in names)
+    a, n_layer, window = ARCHS[arch], k("block_count"), k("attention.sliding_window", int, 0)
+    key = f"{arch}.attention.sliding_window_pattern"     # a flag per layer, or every n-th layer sees all
+    full = _full_layers(meta.get(key, a.full_every), n_layer, f"metadata key {key!r}") if window else ()
     prefix = f"{arch}.rope.scaling."
     scaling = {key[len(prefix):]: v for key, v in meta.items() if key.startswith(prefix)} or None
     try:
         return ModelConfig(
-            arch=arch, n_layer=k("block_count"), hidden_size=hidden, n_head=n_head,
+            arch=arch, n_layer=n_layer, hidden_size=hidden, n_head=n_head,
             n_head_kv=k("attention.head_count_kv", int, n_head), head_dim=head_dim,
             ffn_size=k("feed_forward_length"), vocab_size=vocab,
             context_length=k("context_length", int, 2048),
@@ -256,7 +296,10 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
             rope_base=k("rope.freq_base", float, 10000.0),     # rope_type, qk_norm: the arch's
             rope_dim=k("rope.dimension_count", int, head_dim),
             tied_embeddings=bool(names) and "output.weight" not in names,
-            attn_bias=bias, sliding_window=k("attention.sliding_window", int, 0), rope_scaling=scaling)
+            attn_bias=bias, sliding_window=window, full_layers=full,
+            rope_base_swa=k("rope.freq_base_swa", float, a.rope_base_swa) if window else 0.0,
+            attn_scale=(hidden / n_head) ** -0.5 if n_layer in a.wide_scale_layers else 0.0,
+            rope_scaling=scaling)
     except ConfigError as e:    # name the key behind the field
         f = getattr(e, "field", None)
         where = (f"metadata key '{arch}.{_GGUF_KEYS[f]}'" if f in _GGUF_KEYS else
@@ -265,6 +308,34 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
             raise
         raise ConfigError(f"{where}: {e}") from None
 
+# %% ../notebooks/03b_config.ipynb #4b103a8a
+def _hf_rope(cfg: dict, source: str) -> tuple[dict, dict]:
+    """(RoPE parameters of the layers that see everything, of the windowed ones) from transformers 5's
+    `rope_parameters`: one set for all layers, or one per layer type (Gemma 3)."""
+    rope = cfg.get("rope_parameters") or {}
+    if not isinstance(rope, dict):
+        raise ConfigError(f"{source}: 'rope_parameters' must be an object, got {_short(rope)}")
+    if "full_attention" not in rope and "sliding_attention" not in rope:
+        return rope, {}
+    full, swa = rope.get("full_attention") or {}, rope.get("sliding_attention") or {}
+    if not isinstance(full, dict) or not isinstance(swa, dict) or swa.get("rope_type", "default") != "default":
+        raise ConfigError(f"{source}: 'rope_parameters' per layer type must be objects, the sliding layers' "
+                          f"of rope_type 'default', got {_short(rope)}")
+    return full, swa
+
+
+def _hf_full_layers(cfg: dict, a: Arch, n_layer: int, source: str) -> tuple[int, ...]:
+    "The layers a window does not apply to: Gemma 3's `layer_types`, else a period (the architecture's default)."
+    types = cfg.get("layer_types")
+    if types is None:
+        pattern = cfg.get("sliding_window_pattern", cfg.get("_sliding_window_pattern", a.full_every))
+    elif isinstance(types, list) and all(t in ("sliding_attention", "full_attention") for t in types):
+        pattern = [t == "sliding_attention" for t in types]
+    else:
+        raise ConfigError(f"{source}: 'layer_types' must list 'sliding_attention' or 'full_attention' per "
+                          f"layer, got {_short(types)}")
+    return _full_layers(pattern, n_layer, f"{source}: 'layer_types'")
+
 # %% ../notebooks/03b_config.ipynb #7000796a
 _HF_ARCHS = {t: a for a in ARCHS.values() for t in a.hf_model_types}   # model_type -> Arch
 _HF_FIELDS = {"n_layer": "num_hidden_layers", "hidden_size": "hidden_size",
@@ -272,7 +343,8 @@ _HF_FIELDS = {"n_layer": "num_hidden_layers", "hidden_size": "hidden_size",
               "head_dim": "head_dim", "ffn_size": "intermediate_size", "vocab_size": "vocab_size",
               "context_length": "max_position_embeddings", "rms_eps": "rms_norm_eps",
               "rope_base": "rope_theta", "rope_dim": "head_dim", "rope_scaling": "rope_scaling",
-              "sliding_window": "sliding_window"}
+              "sliding_window": "sliding_window", "rope_base_swa": "rope_parameters.sliding_attention",
+              "attn_scale": "query_pre_attn_scalar"}
 
 
 def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
@@ -299,6 +371,12 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     a = _HF_ARCHS[mt]
     if get("mlp_bias", bool, False):
         raise ConfigError(f"{source}: 'mlp_bias' is true, and tffedu's feed-forward has no biases")
+    if get("use_bidirectional_attention", bool, False):
+        raise ConfigError(f"{source}: 'use_bidirectional_attention' is true (an embedding model): tffedu "
+                          f"generates, its attention is causal")
+    for name in ("final_logit_softcapping", "attn_logit_softcapping"):
+        if cfg.get(name) is not None:
+            raise ConfigError(f"{source}: {name!r} is set, and tffedu does not soft-cap (Gemma 2 does; Gemma 3 does not)")
     if get("use_sliding_window", bool, False):   # Qwen2's switch: a window on some layers only
         raise ConfigError(f"{source}: 'use_sliding_window' is true, and tffedu's attention has a window "
                           f"on every layer or none (Qwen2's windows on some layers are not supported)")
@@ -309,25 +387,30 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     if n_head < 1:    # before hidden // n_head
         raise ConfigError(f"{source}: 'num_attention_heads' = {n_head} must be at least 1")
     head_dim = get("head_dim", int, max(hidden // n_head, 0))
-    rope = cfg.get("rope_parameters") or {}   # transformers 5 moved theta and scaling here
-    if not isinstance(rope, dict):
-        raise ConfigError(f"{source}: 'rope_parameters' must be an object, got {_short(rope)}")
+    rope, swa_rope = _hf_rope(cfg, source)
     theta = cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
     if not _is_real(theta):
         raise ConfigError(f"{source}: 'rope_theta' should be float, got {_short(theta)}")
     scaling = cfg.get("rope_scaling")
     if scaling is None and rope.get("rope_type", "default") != "default":
         scaling = rope
+    n_layer = get("num_hidden_layers")
+    full = _hf_full_layers(cfg, a, n_layer, source) if window else ()
+    base_swa = swa_rope.get("rope_theta", cfg.get("rope_local_base_freq", a.rope_base_swa)) if window else 0.0
+    qs = get("query_pre_attn_scalar", float, 0.0)  # Gemma: scores scaled by its -1/2 power
+    if cfg.get("query_pre_attn_scalar") is not None and not 0 < qs <= 1e12:
+        raise ConfigError(f"{source}: 'query_pre_attn_scalar' must be positive, got {_short(qs)}")
     try:
         return ModelConfig(
-            arch=a.name, n_layer=get("num_hidden_layers"), hidden_size=hidden, n_head=n_head,
+            arch=a.name, n_layer=n_layer, hidden_size=hidden, n_head=n_head,
             n_head_kv=get("num_key_value_heads", int, n_head), head_dim=head_dim,
             ffn_size=get("intermediate_size"), vocab_size=get("vocab_size"),
             context_length=get("max_position_embeddings", int, 2048),
             rms_eps=get("rms_norm_eps", float, 1e-6), rope_base=float(theta),
             rope_dim=head_dim,                                  # rope_type, qk_norm: the arch's
             tied_embeddings=get("tie_word_embeddings", bool, False),
-            attn_bias=bias, sliding_window=window, rope_scaling=scaling)
+            attn_bias=bias, sliding_window=window, full_layers=full, rope_base_swa=base_swa,
+            attn_scale=0.0 if qs in (0, head_dim) else qs ** -0.5, rope_scaling=scaling)
     except ConfigError as e:    # name the config.json field behind the ModelConfig field
         f = getattr(e, "field", None)
         if f not in _HF_FIELDS:
@@ -359,6 +442,8 @@ def weight_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
              "ffn_gate": (F, D), "ffn_up": (F, D), "ffn_down": (D, F)}
     if c.qk_norm:
         block.update(attn_q_norm=(hd,), attn_k_norm=(hd,))
+    if ARCHS[c.arch].post_norms:
+        block.update(post_attention_norm=(D,), post_ffw_norm=(D,))
     rows = {"attn_q": c.q_size, "attn_k": c.kv_size, "attn_v": c.kv_size, "attn_output": D}
     for il in range(c.n_layer):
         out.update({f"blk.{il}.{n}.weight": s for n, s in block.items()})

@@ -188,6 +188,7 @@ def _argmax(ins, attrs):
 for _name, _rule, _arity in [("get_rows", _get_rows, (2, 2)), ("rmsnorm", _rmsnorm, (1, 2)),
                              ("matmul", _matmul, (2, 2)), ("rope", _rope, (2, 2)),
                              ("attention", _attention, (3, 5)), ("swiglu", _swiglu, (2, 2)),
+                             ("geglu", _swiglu, (2, 2)), ("scale", _same, (1, 1)),
                              ("silu", _same, (1, 1)), ("softmax", _same, (1, 1)),
                              ("add", _add, (2, 2)), ("mul", _broadcast("mul"), (2, 2)),
                              ("argmax", _argmax, (1, 1))]:

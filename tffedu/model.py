@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ContextOverflowError, DeviceError, ModelError, NoTokenizerError, SamplingError
-from .factory import backend, patch
+from .factory import OPS, backend, patch
 from .models import create
 
 DEFAULT_MAX_CTX = 8192   # KV-cache rows allocated when the caller does not ask for n_ctx
@@ -65,17 +65,28 @@ class Model:
         self.weights = {n: source.tensor(n) for n in names}      # zero-copy views of the file
         dtypes = {n: w.dtype for n, w in self.weights.items()}
         self.creator = create(cfg, self.n_ctx, dtypes)
-        if not backend(device).sliding_window and any(map(self.creator.window, range(cfg.n_layer))):
-            raise ModelError(f"this model's attention has a sliding window of {cfg.sliding_window} keys, "
-                             f"which tffedu runs on the CPU only so far: load it with device='cpu', or "
-                             f"with n_ctx <= {cfg.sliding_window} (a window the context never outgrows)")
-        self._check_weights(names)
+        graph = self.creator.build_graph(1)
+        self._check_device(graph)
+        self._check_weights(graph, names)
         self.eos_ids = self._eos_ids()
         if warm and device == "cpu":
             self._warm()
 
-    def _check_weights(self, names):
-        need = {n.name for n in self.creator.build_graph(1).nodes if n.kind == "weight"}
+    def _check_device(self, graph):
+        "ModelError, before any work, if the device cannot run this model: a window it ignores, an op it lacks."
+        cfg = self.config
+        if not backend(self.device).sliding_window and any(map(self.creator.window, range(cfg.n_layer))):
+            raise ModelError(f"this model's attention has a sliding window of {cfg.sliding_window} keys, "
+                             f"which tffedu runs on the CPU only so far: load it with device='cpu', or "
+                             f"with n_ctx <= {cfg.sliding_window} (a window the context never outgrows)")
+        ops = {n.op for n in graph.nodes if n.kind == "op" and not n.is_view}
+        lacking = sorted(op for op in ops if not OPS.has(op, self.device))
+        if lacking:
+            raise ModelError(f"a {cfg.arch} model needs the op(s) {', '.join(lacking)}, which tffedu has "
+                             f"no {self.device} kernel for yet: load it with device='cpu'")
+
+    def _check_weights(self, graph, names):
+        need = {n.name for n in graph.nodes if n.kind == "weight"}
         missing = sorted(need - names)
         if missing:
             raise ModelError(f"{self.config.arch} model file lacks {len(missing)} weight(s): "

@@ -6,7 +6,8 @@ models with GGUF tensor names (chapter 03c).
 
 `SafetensorsFile(path)` checks the JSON header against the file and gives zero-copy views;
 `HFModel(folder)` spans the shards of a folder and names each tensor as a GGUF file would
-(`gguf_name`), permuting Llama's Q/K rows as llama.cpp's converter does (`permute_qk`)."""
+(`gguf_name`), permuting Llama's Q/K rows as llama.cpp's converter does (`permute_qk`) and adding
+Gemma's 1 to its norm weights (chapter 03b's `hf_norm_shift`)."""
 from __future__ import annotations
 
 import glob
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import check_tensors, config_from_hf
+from .config import ARCHS, check_tensors, config_from_hf
 from .errors import ConfigError, ModelError, SafetensorsError
 from .factory import patch
 from .gguf import check_unchanged, map_file, read_json
@@ -167,9 +168,9 @@ HF_TO_GGUF = [
 ]
 
 
-def gguf_name(hf_name: str) -> str | None:
-    "The GGUF name of a HF tensor name, or None for tensors a model does not use."
-    for pat, repl in HF_TO_GGUF:
+def gguf_name(hf_name: str, arch: str | None = None) -> str | None:
+    "The GGUF name of a HF tensor name (an architecture's own names first), or None for tensors a model does not use."
+    for pat, repl in (ARCHS[arch].hf_names if arch in ARCHS else ()) + tuple(HF_TO_GGUF):
         if re.fullmatch(pat, hf_name):
             return re.sub(pat, repl, hf_name)
     return None
@@ -242,7 +243,7 @@ def _index(self: HFModel):
     self.unused: list[str] = []
     for f in self.files:
         for hf in f.tensors:
-            g = gguf_name(hf)
+            g = gguf_name(hf, self.config.arch)
             if g is None or (g == "output.weight" and self.config.tied_embeddings):
                 self.unused.append(hf)
             elif g in self._where:
@@ -285,12 +286,21 @@ def _permuted(self: HFModel, name: str) -> bool:
 
 
 @patch
+def _shift(self: HFModel, name: str) -> float:
+    "What a stored norm weight lacks: Gemma's HF norms hold w - 1 and compute with 1 + w (ARCHS); else 0."
+    s = ARCHS[self.config.arch].hf_norm_shift
+    return s if s and re.fullmatch(r"blk\.\d+\.\w*norm\.weight|output_norm\.weight", name) else 0.0
+
+
+@patch
 def numpy(self: HFModel, name: str) -> np.ndarray:
-    "The stored values under the GGUF name (BF16 as uint16 bits); Llama Q/K permuted."
+    "The stored values under the GGUF name (BF16 as uint16 bits); Llama Q/K permuted; Gemma's norms + 1, float32."
     f, hf = self._get(name)
     a = f.numpy(hf)
     if self._permuted(name):
         a = permute_qk(a, self.config.n_head if ".attn_q." in name else self.config.n_head_kv)
+    if self._shift(name):     # as llama.cpp's converter writes them: the norm's plain weight
+        a = (dequantize(a, "BF16", a.shape) if a.dtype == np.uint16 else a.astype(np.float32)) + np.float32(self._shift(name))
     return a
 
 
@@ -315,6 +325,8 @@ def tensor(self: HFModel, name):
     tname = ST_DTYPES[st.dtype][1]
     if tname is None:
         raise ModelError(f"{f.path}: tensor {hf!r} has dtype {st.dtype}, which tffedu does not run")
+    if self._shift(name):          # a new float32 array: the norm's weight + 1
+        return Tensor.from_numpy(np.ascontiguousarray(self.numpy(name)))
     if self._permuted(name):       # a new array: the permutation moves rows
         return Tensor.from_numpy(np.ascontiguousarray(self.numpy(name)), as_dtype(tname))
     return Tensor.from_buffer(f._mm, as_dtype(tname), st.shape, offset=st.offset)

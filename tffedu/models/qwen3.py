@@ -12,7 +12,7 @@ built by the same class; `tffedu.models.creator(arch)` finds the class of an arc
 from __future__ import annotations
 
 from .. import blocks
-from ..config import rope_scale
+from ..config import ARCHS, rope_scale
 from ..errors import ModelError
 from ..factory import patch
 from ..graph import Graph, Node
@@ -26,6 +26,7 @@ class Qwen3Creator:
     """Builds Qwen3 graphs — per-head q/k RMSNorm, RoPE, GQA attention, SwiGLU FFN — and those of
     every architecture whose row of ARCHS names it (Llama): the config says which q/k norms, RoPE
     layout and attention biases."""
+    ffn_act = "swiglu"          # the feed-forward's gated activation (an op of chapter 07)
 
     def __init__(self, config, n_ctx: int, weight_dtypes: dict | None = None):
         self.cfg = config       # a tffedu.config.ModelConfig
@@ -43,40 +44,61 @@ class Qwen3Creator:
         c = self.cfg
         return g.state(f"blk.{il}.kv_cache", (2, self.n_ctx, c.n_head_kv, c.head_dim), F32)
 
+    def embed(self, g: Graph, ids: Node) -> Node:
+        "The token embedding's rows of ids [T] -> [T, D] (Gemma scales them: chapter 08c)."
+        c = self.cfg
+        return g.op("get_rows", self.weight(g, "token_embd.weight", (c.vocab_size, c.hidden_size)), ids,
+                    name="embd")
+
     def window(self, il: int) -> int:
-        """Keys a query of layer il sees: the last cfg.sliding_window of them (Mistral), or 0: all.
-        A window the context never outgrows is no window, and leaves the graph as without one."""
+        """Keys a query of layer il sees: the last cfg.sliding_window of them (Mistral; Gemma 3 but
+        on its full_layers), or 0: all. A window the context never outgrows is no window."""
         w = self.cfg.sliding_window
-        return w if w < self.n_ctx else 0
+        return w if w < self.n_ctx and il not in self.cfg.full_layers else 0
+
+    def attn_attrs(self, il: int) -> dict:
+        "Layer il's attention attributes beyond the defaults: its window, the scores' scale (Gemma)."
+        w, s = self.window(il), self.cfg.attn_scale
+        return {**({"window": w} if w else {}), **({"scale": s} if s else {})}
 
     def attend(self, g: Graph, q: Node, k: Node, v: Node, pos: Node, il: int) -> Node:
         """Causal GQA attention of layer il over a contiguous KV cache: k, v are stored at rows
         `pos`, then q attends to rows 0..pos (the last `window(il)` of them). The one hook a paged
         cache replaces (chapter 14)."""
-        w = self.window(il)
         return g.op("attention", q, k, v, self.kv_cache(g, il), pos, name=f"blk.{il}.attn",
-                    **({"window": w} if w else {}))
+                    **self.attn_attrs(il))
 
 # %% ../../notebooks/08_qwen3.ipynb #84ed39ab
 @patch
-def attention_block(self: Qwen3Creator, g: Graph, x: Node, pos: Node, il: int, attend=None) -> Node:
+def rope(self: Qwen3Creator, il: int) -> dict:
+    "The rope op's attributes in layer il (windowed layers may turn at a theta of their own: Gemma 3)."
     c = self.cfg
-    rope = dict(theta=c.rope_base, mode=c.rope_type)
+    windowed = c.rope_base_swa and c.sliding_window and il not in c.full_layers
+    rope = dict(theta=c.rope_base_swa if windowed else c.rope_base, mode=c.rope_type)
     if c.rope_dim != c.head_dim:     # partial rotary: only the first rope_dim dims turn
         rope["n_dims"] = c.rope_dim
-    if self.freq_scale != 1.0:       # linear RoPE scaling: positions squeezed by 1/factor
+    if self.freq_scale != 1.0 and not windowed:   # linear RoPE scaling: positions squeezed by 1/factor
         rope["freq_scale"] = self.freq_scale
+    return rope
+
+
+@patch
+def attention_block(self: Qwen3Creator, g: Graph, x: Node, pos: Node, il: int, attend=None) -> Node:
+    c = self.cfg
+    rope = self.rope(il)
     hook = attend or self.attend
     return blocks.attention_block(g, x, pos, il, n_head=c.n_head, n_head_kv=c.n_head_kv,
                                   head_dim=c.head_dim, eps=c.rms_eps, rope=rope, qk_norm=c.qk_norm,
-                                  bias=c.attn_bias, weight=lambda name, shape: self.weight(g, name, shape),
+                                  bias=c.attn_bias, post_norm=ARCHS[c.arch].post_norms,
+                                  weight=lambda name, shape: self.weight(g, name, shape),
                                   attend=lambda q, k, v: hook(g, q, k, v, pos, il))   # [T, Hq, hd]
 
 # %% ../../notebooks/08_qwen3.ipynb #c13e2f7c
 @patch
 def ffn_block(self: Qwen3Creator, g: Graph, x: Node, il: int) -> Node:
     c = self.cfg
-    return blocks.ffn_block(g, x, il, n_ff=c.ffn_size, eps=c.rms_eps,
+    return blocks.ffn_block(g, x, il, n_ff=c.ffn_size, eps=c.rms_eps, act=self.ffn_act,
+                            post_norm=ARCHS[c.arch].post_norms,
                             weight=lambda name, shape: self.weight(g, name, shape))
 
 # %% ../../notebooks/08_qwen3.ipynb #1c331319
@@ -93,8 +115,7 @@ def build_graph(self: Qwen3Creator, T: int, last_only: bool = False, *, n_out: i
     g = Graph(f"{c.arch}_{'prefill' if T > 1 else 'decode'}_T{T}")
     ids = g.input("ids", (T,), I32)
     pos = g.input("pos", (T,), I32)
-    embd = self.weight(g, "token_embd.weight", (c.vocab_size, c.hidden_size))
-    x = g.op("get_rows", embd, ids, name="embd")                              # [T, D]
+    x = self.embed(g, ids)                                                     # [T, D]
     for il in range(c.n_layer):
         x = self.attention_block(g, x, pos, il, attend)
         x = self.ffn_block(g, x, il)

@@ -20,7 +20,7 @@ from ..quant import dequantize
 
 # %% auto #0
 __all__ = ['as_f32', 'clear_weight_cache', 'get_rows', 'rmsnorm', 'matmul', 'rope_angles', 'rope', 'causal_mask', 'attention',
-           'silu', 'swiglu', 'add', 'mul', 'softmax', 'argmax']
+           'silu', 'swiglu', 'geglu', 'scale', 'add', 'mul', 'softmax', 'argmax']
 
 # %% ../../notebooks/07_cpu_ops.ipynb #2d05b63d
 _F32_CACHE: dict[int, tuple] = {}   # id(weight) -> (weakref to the weight, float32 array)
@@ -243,6 +243,23 @@ def swiglu(gate, up, out=None):
     out = silu(gate, out=_out(out, gate.shape))
     out *= up
     return out
+
+
+@OPS.register("geglu", "cpu")
+def geglu(gate, up, out=None):
+    """gelu(gate) * up, GELU in its tanh form 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))):
+    Gemma's gated activation (chapter 08c)."""
+    g = gate.astype(np.float32, copy=False)
+    t = np.tanh(np.float32(math.sqrt(2 / math.pi)) * (g + np.float32(0.044715) * g * g * g))
+    out = _out(out, gate.shape)
+    np.multiply(np.float32(0.5) * g * (1 + t), up, out=out)
+    return out
+
+
+@OPS.register("scale", "cpu")
+def scale(x, factor: float = 1.0, out=None):
+    "x * factor (Gemma multiplies its embeddings by sqrt(hidden), chapter 08c)."
+    return np.multiply(x, np.float32(factor), out=_out(out, x.shape))
 
 
 @OPS.register("add", "cpu")

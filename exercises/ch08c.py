@@ -1,0 +1,26 @@
+"""Chapter 08c (Gemma 3): your answers.
+
+Write each function, then check it: python -m tffedu.exercises ch08c
+(the reference answers are in solutions/ch08c.py: look once you have tried)
+"""
+import numpy as np
+__all__ = ['gemma_rmsnorm', 'gelu_tanh', 'windowed_layers']
+
+
+def gemma_rmsnorm(x, w, eps):
+    """Exercise 08c.1 (easy): Gemma's RMSNorm over the last axis of x, which multiplies by 1 + w where
+    Llama's multiplies by w: x / sqrt(mean(x^2) + eps) * (1 + w)."""
+    raise NotImplementedError("ch08c: gemma_rmsnorm is yours to write")
+
+
+def gelu_tanh(x):
+    """Exercise 08c.2 (easy): GELU in its tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
+    elementwise."""
+    raise NotImplementedError("ch08c: gelu_tanh is yours to write")
+
+
+def windowed_layers(n_layer, pattern):
+    """Exercise 08c.3 (medium): which of n_layer layers have the sliding window, as a list of bools,
+    from llama.cpp's pattern period n: layer i is windowed unless i % n == n - 1 (every n-th layer
+    sees the whole context); n = 0: every layer is windowed."""
+    raise NotImplementedError("ch08c: windowed_layers is yours to write")
