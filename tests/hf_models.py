@@ -210,9 +210,10 @@ def _gguf_name(hf: str, arch: str = "llama") -> str | None:
 
 
 def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer: bool = True,
-               ctx: int | None = None) -> pathlib.Path:
+               ctx: int | None = None, vocab: dict | None = None) -> pathlib.Path:
     """Write `model` as GGUF at `path`, 2-D weights in `wtype`; the HF model is updated in place to
-    the dequantized weights, so it stays the exact reference of the file."""
+    the dequantized weights, so it stays the exact reference of the file. `vocab`: tokenizer.ggml.*
+    keys to write instead of the small byte-level BPE vocabulary (a SentencePiece one, say)."""
     cfg = model.config
     arch = cfg.model_type                     # "qwen3", "llama", "qwen2", "mistral" or "gemma3_text"
     assert arch in ("qwen3", "llama", "qwen2", "mistral", "gemma3_text"), arch
@@ -248,7 +249,18 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     if rope.get("rope_type", "default") == "linear":
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(float(rope["factor"]))
-    if tokenizer:
+    if vocab is not None:
+        assert len(vocab["tokenizer.ggml.tokens"]) == cfg.vocab_size
+        for k, v in vocab.items():
+            if isinstance(v, bool):
+                w.add_bool(k, v)
+            elif isinstance(v, int):
+                w.add_uint32(k, v)
+            elif isinstance(v, str):
+                w.add_string(k, v)
+            else:
+                w.add_array(k, list(v.tolist() if hasattr(v, "tolist") else v))
+    elif tokenizer:
         tokens, types, merges = small_vocab(n_regular)
         assert len(tokens) == cfg.vocab_size
         w.add_tokenizer_model("gpt2")

@@ -345,7 +345,8 @@ def test_missing_pre_warns_and_uses_default():
 
 
 @pytest.mark.parametrize("md, msg", [
-    ({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": ["a"]}, "'llama' is not supported"),
+    ({"tokenizer.ggml.model": "bert", "tokenizer.ggml.tokens": ["a"]}, "'bert' is not supported"),
+    ({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": ["a"]}, "needs tokenizer.ggml.scores"),
     ({}, "no vocabulary"),
     ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": []}, "empty vocabulary"),
     ({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["a", "b"],

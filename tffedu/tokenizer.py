@@ -7,11 +7,13 @@
 `tokenizer.chat_template`; `Tokenizer(tokens, token_types, merges, pre, ...)` builds one from plain
 data. The rules follow llama.cpp's `llama-vocab.cpp` (pre-tokenizer regexes, special-token
 partition, BOS and end-of-generation tokens), so ids equal HF `tokenizers` on the same vocabulary.
+A SentencePiece vocabulary (`tokenizer.ggml.model = "llama"`) is chapter 04a's `tffedu.spm`.
 """
 from __future__ import annotations
 
 import codecs
 import heapq
+import importlib
 import itertools
 import json
 import os
@@ -30,10 +32,10 @@ from .factory import patch
 
 # %% auto #0
 __all__ = ['BYTE_TO_CHAR', 'CHAR_TO_BYTE', 'PRE_TOKENIZERS', 'EOG_TEXTS', 'MAX_VOCAB', 'MAX_SPECIAL', 'MISSING_POLICIES',
-           'load_tokenizer', 'MAX_TEMPLATE_CHARS', 'MAX_RENDER_CHARS', 'MAX_INT_ARG', 'MAX_INT_BITS',
-           'TEMPLATE_SECONDS', 'MAX_TOKENIZER_JSON', 'MAX_TEMPLATE_FILE', 'bytes_to_unicode', 'to_byte_chars',
-           'from_byte_chars', 'PreTokenizer', 'get_pre_tokenizer', 'bpe', 'TokenType', 'Tokenizer', 'StreamDecoder',
-           'render_chat_template']
+           'TOKENIZER_MODELS', 'load_tokenizer', 'MAX_TEMPLATE_CHARS', 'MAX_RENDER_CHARS', 'MAX_INT_ARG',
+           'MAX_INT_BITS', 'TEMPLATE_SECONDS', 'MAX_TOKENIZER_JSON', 'MAX_TEMPLATE_FILE', 'bytes_to_unicode',
+           'to_byte_chars', 'from_byte_chars', 'PreTokenizer', 'get_pre_tokenizer', 'bpe', 'TokenType', 'Tokenizer',
+           'StreamDecoder', 'render_chat_template']
 
 # %% ../notebooks/04_tokenizer.ipynb #f9a75987
 def bytes_to_unicode() -> dict[int, str]:
@@ -347,15 +349,22 @@ def encode(self: Tokenizer, text: str, special: bool = True, add_bos: bool | Non
         raise TokenizerError("missing='unk' but the vocabulary has no unknown token "
                              "(tokenizer.ggml.unknown_token_id)")
     ids = [self.bos_id] if (self.add_bos if add_bos is None else add_bos) else []
+    after_special = True                 # the text's start counts as after one (SentencePiece, 04a)
     for piece, sid in self.split_special(self.normalize(text), special):
-        if sid is not None:
-            ids.append(sid)
-            continue
-        for word in self.pre.split(piece):
-            wids = self._word_ids(word)
-            if self._missing and _MISSING in wids:
-                wids = self._missing_ids(word, wids, text, missing)
-            ids.extend(wids)
+        ids.extend([sid] if sid is not None else self._fragment_ids(piece, after_special, text, missing))
+        after_special = sid is not None
+    return ids
+
+
+@patch
+def _fragment_ids(self: Tokenizer, piece: str, after_special: bool, text: str, missing: str) -> list[int]:
+    "Ids of a stretch of plain text between special tokens: its pre-tokenized words through BPE."
+    ids = []
+    for word in self.pre.split(piece):
+        wids = self._word_ids(word)
+        if self._missing and _MISSING in wids:
+            wids = self._missing_ids(word, wids, text, missing)
+        ids.extend(wids)
     return ids
 
 
@@ -493,15 +502,27 @@ def stream_decoder(self: Tokenizer, special: bool = True) -> StreamDecoder:
     return StreamDecoder(self, special)
 
 # %% ../notebooks/04_tokenizer.ipynb #965709bb
+# GGUF tokenizer.ggml.model -> the class that reads it ("module.Class", imported on first use)
+TOKENIZER_MODELS = {"gpt2": "tffedu.tokenizer.Tokenizer",       # byte-level BPE (this chapter)
+                    "llama": "tffedu.spm.SPMTokenizer"}         # SentencePiece (chapter 04a)
+
+
 @patch(kind="classmethod")
 def from_metadata(cls: Tokenizer, md: dict) -> Tokenizer:
-    "Build from GGUF metadata (a GGUFFile's `.metadata`: the `tokenizer.*` keys)."
+    "Build from GGUF metadata (a GGUFFile's `.metadata`: the `tokenizer.*` keys), by the file's model."
     model = md.get("tokenizer.ggml.model")
     if model is None or "tokenizer.ggml.tokens" not in md:
         raise NoTokenizerError("the file has no vocabulary (tokenizer.ggml.model / tokenizer.ggml.tokens missing)")
-    if not isinstance(model, str) or model != "gpt2":
+    if not isinstance(model, str) or model not in TOKENIZER_MODELS:
         raise TokenizerError(f"tokenizer.ggml.model = {_short(model)} is not supported: tffedu reads "
-                             f"byte-level BPE vocabularies ('gpt2') only")
+                             f"{', '.join(map(repr, TOKENIZER_MODELS))}")
+    module, name = TOKENIZER_MODELS[model].rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)._from_metadata(md)
+
+
+@patch(kind="classmethod")
+def _from_metadata(cls: Tokenizer, md: dict) -> Tokenizer:
+    "A byte-level BPE vocabulary from its GGUF keys."
     g = lambda k: md.get("tokenizer.ggml." + k)  # noqa: E731
     merges = g("merges")
     return cls(md["tokenizer.ggml.tokens"], g("token_type"), () if merges is None else merges, g("pre"),
