@@ -47,3 +47,38 @@ def gguf_keys(sp, add_space_prefix: bool = True) -> dict:
             "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2,
             "tokenizer.ggml.unknown_token_id": 0, "tokenizer.ggml.add_bos_token": True,
             "tokenizer.ggml.add_space_prefix": add_space_prefix}
+
+
+def hf_folder(sp, folder, style: str) -> None:
+    """A HF folder (tokenizer.json, tokenizer_config.json) of `sp` built with HF `tokenizers`' own
+    classes, in the styles real SentencePiece models were converted to: "legacy" (Llama 2, Mistral
+    v0.1: a ▁ prepended to every stretch by the normalizer), "first" (a Metaspace pre-tokenizer that
+    prepends to the text's first stretch only) and "gemma" (spaces replaced, nothing prepended). Its
+    merges are every split of a piece into two pieces, by the piece's score (transformers' SpmConverter)."""
+    import json
+    import pathlib
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    n = sp.get_piece_size()
+    vocab = {sp.id_to_piece(i): i for i in range(n)}
+    by_score = sorted(range(n), key=lambda i: -sp.get_score(i))
+    merges = []
+    for i in by_score:
+        p = sp.id_to_piece(i)
+        if sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i) or p in SPECIALS:
+            continue
+        merges += [(p[:k], p[k:]) for k in range(1, len(p)) if p[:k] in vocab and p[k:] in vocab]
+    tok = Tokenizer(models.BPE(vocab, merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    if style == "legacy":
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    elif style == "first":
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+    else:
+        tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ("<unk>", "<s>", "</s>")])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in SPECIALS])
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "add_bos_token": True}))

@@ -68,20 +68,19 @@ def test_special_tokens_cut_first_and_each_stretch_gets_the_prefix(sp, tok):
 def test_merge_is_the_naive_definition(sp):
     "The heap and linked list give what rescanning every pair for the best score gives."
     keys = spm_vocab.gguf_keys(sp)
-    t2i = {t: i for i, t in enumerate(keys["tokenizer.ggml.tokens"])}
-    scores = keys["tokenizer.ggml.scores"].tolist()
+    scores = dict(zip(keys["tokenizer.ggml.tokens"], keys["tokenizer.ggml.scores"].tolist()))
 
     def naive(chars):
         sym = list(chars)
         while True:
-            cand = [(scores[t2i[sym[i] + sym[i + 1]]], -i) for i in range(len(sym) - 1) if sym[i] + sym[i + 1] in t2i]
+            cand = [(scores[sym[i] + sym[i + 1]], -i) for i in range(len(sym) - 1) if sym[i] + sym[i + 1] in scores]
             if not cand:
                 return sym
             i = -max(cand)[1]
             sym[i:i + 2] = [sym[i] + sym[i + 1]]
     for t in random_texts(300, 3):
         s = ("▁" + t).replace(" ", "▁")
-        assert spm_merge(s, t2i, scores) == naive(s)
+        assert spm_merge(s, scores) == naive(s)
 
 
 def test_bytes_without_tokens_follow_the_missing_policy():
@@ -131,3 +130,37 @@ def test_a_model_file_with_a_sentencepiece_vocabulary(sp, tmp_path):
     for _ in range(6):
         seq.append(int(hf_logits(hf, seq)[-1].argmax()))
     assert out.tokens == seq[len(ids):] and out.text == m.decode(out.tokens)
+
+
+@pytest.mark.parametrize("style", ["legacy", "first", "gemma"])
+def test_hf_folders_of_converted_models_are_hf_tokenizers(sp, tmp_path, style):
+    """A SentencePiece model converted to tokenizer.json (BPE with byte fallback) in the three styles
+    real files have: ids equal HF `tokenizers` running the same file, special tokens included."""
+    from tokenizers import Tokenizer as HFTokenizer
+    spm_vocab.hf_folder(sp, tmp_path, style)
+    ref = HFTokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    tok = load_tokenizer(tmp_path)
+    assert isinstance(tok, SPMTokenizer) and tok.space_prefix == {"legacy": "each", "first": "first", "gemma": "never"}[style]
+    assert tok.add_bos and tok.bos_id == 1 and 2 in tok.eos_ids
+    texts = random_texts(800, 4) + ["<|im_start|>user\nHi<|im_end|> ok", "<s>x", " <|im_end|>  y", "a<|im_start|>"]
+    for t in texts:
+        assert tok.encode(t, add_bos=False) == ref.encode(t, add_special_tokens=False).ids, repr(t)
+        ids = ref.encode(t, add_special_tokens=False).ids
+        assert tok.decode(ids) == ref.decode(ids, skip_special_tokens=False), repr(t)
+    if style == "legacy":                              # the same ids as SentencePiece and the GGUF path
+        assert all(tok.encode(t, add_bos=False) == sp.encode(t) for t in texts[:200])
+
+
+def test_unknown_conversions_are_refused(sp, tmp_path):
+    import json
+    spm_vocab.hf_folder(sp, tmp_path, "first")
+    spec = json.loads((tmp_path / "tokenizer.json").read_text())
+    spec["pre_tokenizer"]["prepend_scheme"] = "always"
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(TokenizerError, match="not one tffedu knows"):
+        load_tokenizer(tmp_path)
+    spec["pre_tokenizer"]["prepend_scheme"] = "first"
+    spec["model"]["merges"][3] = ["only-one"]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(TokenizerError, match=r"merges\[3\]"):
+        load_tokenizer(tmp_path)

@@ -11,6 +11,7 @@ streaming are chapter 04's `Tokenizer`'s.
 from __future__ import annotations
 
 import heapq
+import json
 
 import numpy as np
 
@@ -18,15 +19,16 @@ from .errors import TokenizerError
 from .tokenizer import Tokenizer, TokenType, _short
 
 SPACE = "\u2581"       # "▁": SentencePiece's spelling of a space
+SPACE_PREFIXES = ("each", "first", "never")   # which stretches of text get a space in front (SPMTokenizer)
 
 # %% auto #0
-__all__ = ['SPACE', 'spm_merge', 'SPMTokenizer']
+__all__ = ['SPACE', 'SPACE_PREFIXES', 'spm_merge', 'SPMTokenizer']
 
 # %% ../notebooks/04a_sentencepiece.ipynb #c578f30e
-def spm_merge(chars: str, token_to_id: dict, scores) -> list[str]:
+def spm_merge(chars: str, scores: dict) -> list[str]:
     """The pieces of `chars` (spaces already ▁): repeatedly merge the adjacent pair whose concatenation
-    is the best-scoring token, the leftmost of equals (llama.cpp's llm_tokenizer_spm, SentencePiece's
-    BPE) — a heap of candidate pairs over a linked list of symbols."""
+    is the best-scoring piece (`scores`: piece text -> score), the leftmost of equals (llama.cpp's
+    llm_tokenizer_spm, SentencePiece's BPE) — a heap of candidate pairs over a linked list of symbols."""
     sym = list(chars)                              # symbol i; "" once merged into its left neighbour
     n = len(sym)
     prev, nxt = list(range(-1, n - 1)), list(range(1, n + 1))
@@ -34,9 +36,9 @@ def spm_merge(chars: str, token_to_id: dict, scores) -> list[str]:
 
     def push(left: int, right: int) -> None:
         if left >= 0 and right < n:
-            t = token_to_id.get(sym[left] + sym[right])
-            if t is not None:
-                heapq.heappush(heap, (-scores[t], left, right, len(sym[left]) + len(sym[right])))
+            s = scores.get(sym[left] + sym[right])
+            if s is not None:
+                heapq.heappush(heap, (-s, left, right, len(sym[left]) + len(sym[right])))
 
     for i in range(n - 1):
         push(i, i + 1)
@@ -81,15 +83,16 @@ def _byte_of(t: str) -> bytes:
 # %% ../notebooks/04a_sentencepiece.ipynb #4e359d3a
 class SPMTokenizer(Tokenizer):
     """A SentencePiece vocabulary: pieces with scores, "▁" for a space, the UTF-8 bytes' <0xXX>
-    tokens for a character no piece covers. Each stretch of text at the start or after a special
-    token gets a space in front when `add_space_prefix` (llama.cpp's rule)."""
+    tokens for a character no piece covers. `space_prefix`: which stretches of text get a space in
+    front — "each" at the start and after every special token (llama.cpp's rule, HF's legacy
+    normalizer), "first" the text's first one unless it starts with a space (HF's Metaspace), "never"."""
 
-    def __init__(self, tokens, scores, token_types=None, *, add_space_prefix: bool = True, **ids):
+    def __init__(self, tokens, scores, token_types=None, *, space_prefix: str = "each", **ids):
         super().__init__(tokens, token_types, (), "default", **ids)
-        self.scores = _scores(scores, len(self.tokens))
-        if not isinstance(add_space_prefix, (bool, np.bool_)):
-            raise TokenizerError(f"tokenizer.ggml.add_space_prefix must be a bool, got {_short(add_space_prefix)}")
-        self.add_space_prefix = bool(add_space_prefix)
+        self.scores = dict(zip(self.tokens, _scores(scores, len(self.tokens))))   # what merging may form
+        if space_prefix not in SPACE_PREFIXES:
+            raise TokenizerError(f"space_prefix must be one of {SPACE_PREFIXES}, got {_short(space_prefix)}")
+        self.space_prefix = space_prefix
         self.byte_ids = {}       # byte -> its <0xXX> token, else (llama.cpp) the one-character token
         for b in range(256):
             i = self.token_to_id.get(f"<0x{b:02X}>", self.token_to_id.get(chr(b)) if b < 128 else None)
@@ -99,7 +102,7 @@ class SPMTokenizer(Tokenizer):
 
     def __repr__(self):
         return (f"SPMTokenizer({self.vocab_size} pieces, {len(self.byte_ids)} byte tokens, "
-                f"space prefix {self.add_space_prefix}, bos={self.bos_id}, eos={self.eos_id}, add_bos={self.add_bos})")
+                f"space prefix {self.space_prefix!r}, bos={self.bos_id}, eos={self.eos_id}, add_bos={self.add_bos})")
 
     @classmethod
     def _from_metadata(cls, md: dict) -> SPMTokenizer:
@@ -109,16 +112,29 @@ class SPMTokenizer(Tokenizer):
             raise TokenizerError("a SentencePiece vocabulary needs tokenizer.ggml.scores")
         n = len(md["tokenizer.ggml.tokens"]) if hasattr(md["tokenizer.ggml.tokens"], "__len__") else 0
         default = lambda k, i: g(k, i if i < n else None)  # noqa: E731   (llama.cpp: BOS 1, EOS 2, unknown 0)
+        prefix = g("add_space_prefix", True)
+        if not isinstance(prefix, (bool, np.bool_)):
+            raise TokenizerError(f"tokenizer.ggml.add_space_prefix must be a bool, got {_short(prefix)}")
         return cls(md["tokenizer.ggml.tokens"], g("scores"), g("token_type"),
-                   add_space_prefix=g("add_space_prefix", True), bos_id=default("bos_token_id", 1),
+                   space_prefix="each" if prefix else "never", bos_id=default("bos_token_id", 1),
                    eos_id=default("eos_token_id", 2), unk_id=default("unknown_token_id", 0),
                    add_bos=g("add_bos_token", True), eot_id=g("eot_token_id"), eom_id=g("eom_token_id"),
                    pad_id=g("padding_token_id"), chat_template=md.get("tokenizer.chat_template"))
 
-    def _fragment_ids(self, piece: str, after_special: bool, text: str, missing: str) -> list[int]:
-        s = (" " if self.add_space_prefix and after_special else "") + piece
+    @classmethod
+    def from_tokenizer_json(cls, spec: dict, tokens, token_types, where: str, **ids) -> SPMTokenizer:
+        """A SentencePiece model converted to HF's tokenizer.json (BPE with byte fallback; chapter 04
+        reads its vocabulary and ids): a piece's score is minus the rank of the first merge forming it."""
+        types = [TokenType.BYTE if k == TokenType.NORMAL and _byte_of(t) else k for t, k in zip(tokens, token_types)]
+        tok = cls(tokens, [0.0] * len(tokens), types, space_prefix=_hf_space_prefix(spec, where), **ids)
+        tok.scores = _hf_scores(spec["model"].get("merges") or [], where)   # only what the merges form
+        return tok
+
+    def _fragment_ids(self, piece: str, text: str, missing: str, *, start: bool, after_special: bool) -> list[int]:
+        prefix = (self.space_prefix == "each" and after_special or     # "first": none if one is there
+                  self.space_prefix == "first" and start and not piece.startswith((" ", SPACE)))
         ids = []
-        for p in spm_merge(s.replace(" ", SPACE), self.token_to_id, self.scores):
+        for p in spm_merge(((" " if prefix else "") + piece).replace(" ", SPACE), self.scores):
             i = self.token_to_id.get(p)
             if i is not None:
                 ids.append(i)
@@ -151,3 +167,44 @@ class SPMTokenizer(Tokenizer):
                     out.append(b"")
             self._piece_bytes = out
         return self._piece_bytes
+
+# %% ../notebooks/04a_sentencepiece.ipynb #b25c96f3
+def _canon(v) -> str:
+    "One spelling of a JSON value (keys sorted), to compare parts of tokenizer.json."
+    return json.dumps(v, sort_keys=True)
+
+
+_HF_REPLACE = {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}    # spaces spelled ▁
+_HF_PREFIXES = {   # (normalizer, pre_tokenizer) of a converted SentencePiece model -> space_prefix
+    (_canon({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SPACE}, _HF_REPLACE]}),
+     "null"): "each",                                       # Llama 2, Mistral v0.1 (HF's "legacy")
+    ("null", _canon({"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "first",
+                         "split": False})): "first",        # transformers' non-legacy conversion
+    ("null", _canon({"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "never",
+                         "split": False})): "never",
+    (_canon(_HF_REPLACE), "null"): "never",             # Gemma: nothing prepended
+    (_canon(_HF_REPLACE), _canon({"type": "Split", "pattern": {"String": " "},
+                                          "behavior": "MergedWithPrevious", "invert": False})): "never",
+}
+
+
+def _hf_space_prefix(spec: dict, where: str) -> str:
+    "Which stretches get a space in front, from tokenizer.json's normalizer and pre-tokenizer."
+    key = (_canon(spec.get("normalizer")), _canon(spec.get("pre_tokenizer")))
+    if key not in _HF_PREFIXES:
+        raise TokenizerError(f"{where}: a SentencePiece model (byte_fallback) with normalizer {key[0][:120]} and "
+                             f"pre_tokenizer {key[1][:120]} is not one tffedu knows")
+    return _HF_PREFIXES[key]
+
+
+def _hf_scores(merges, where: str) -> dict[str, float]:
+    "piece -> minus the rank of the first merge that forms it ('a b' strings or [a, b] pairs)."
+    if not isinstance(merges, list):
+        raise TokenizerError(f"{where}: model.merges must be a list, got {_short(merges)}")
+    scores = {}
+    for rank, m in enumerate(merges):
+        pair = m.split(" ", 1) if isinstance(m, str) else m
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) and x for x in pair)):
+            raise TokenizerError(f"{where}: merges[{rank}] = {_short(m)} is not a pair of pieces")
+        scores.setdefault(pair[0] + pair[1], -float(rank))
+    return scores

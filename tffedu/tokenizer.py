@@ -349,15 +349,17 @@ def encode(self: Tokenizer, text: str, special: bool = True, add_bos: bool | Non
         raise TokenizerError("missing='unk' but the vocabulary has no unknown token "
                              "(tokenizer.ggml.unknown_token_id)")
     ids = [self.bos_id] if (self.add_bos if add_bos is None else add_bos) else []
-    after_special = True                 # the text's start counts as after one (SentencePiece, 04a)
+    start, after_special = True, True    # where a stretch is matters to SentencePiece (04a)
     for piece, sid in self.split_special(self.normalize(text), special):
-        ids.extend([sid] if sid is not None else self._fragment_ids(piece, after_special, text, missing))
-        after_special = sid is not None
+        ids.extend([sid] if sid is not None else
+                   self._fragment_ids(piece, text, missing, start=start, after_special=after_special))
+        start, after_special = False, sid is not None
     return ids
 
 
 @patch
-def _fragment_ids(self: Tokenizer, piece: str, after_special: bool, text: str, missing: str) -> list[int]:
+def _fragment_ids(self: Tokenizer, piece: str, text: str, missing: str, *, start: bool,
+                  after_special: bool) -> list[int]:
     "Ids of a stretch of plain text between special tokens: its pre-tokenized words through BPE."
     ids = []
     for word in self.pre.split(piece):
@@ -516,8 +518,13 @@ def from_metadata(cls: Tokenizer, md: dict) -> Tokenizer:
     if not isinstance(model, str) or model not in TOKENIZER_MODELS:
         raise TokenizerError(f"tokenizer.ggml.model = {_short(model)} is not supported: tffedu reads "
                              f"{', '.join(map(repr, TOKENIZER_MODELS))}")
+    return _model_class(model)._from_metadata(md)
+
+
+def _model_class(model: str) -> type:
+    "The class of TOKENIZER_MODELS[model], its module imported on first use."
     module, name = TOKENIZER_MODELS[model].rsplit(".", 1)
-    return getattr(importlib.import_module(module), name)._from_metadata(md)
+    return getattr(importlib.import_module(module), name)
 
 
 @patch(kind="classmethod")
@@ -985,7 +992,8 @@ def _hf_chat_template(cfg: dict, folder) -> str | None:
 @patch(kind="classmethod")
 def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
     """The tokenizer of a Hugging Face folder: tokenizer.json (+ tokenizer_config.json,
-    chat_template.jinja, generation_config.json when present). Byte-level BPE only."""
+    chat_template.jinja, generation_config.json when present). Byte-level BPE, or a SentencePiece
+    model converted to BPE with byte fallback (chapter 04a)."""
     import pathlib
     import unicodedata
     from tffedu.gguf import read_json
@@ -1007,9 +1015,10 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
     model = spec.get("model") or {}
     if not isinstance(model, dict) or model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
         raise TokenizerError(f"{where}: model type {_short(model.get('type') if isinstance(model, dict) else model)} "
-                             f"is not supported (byte-level BPE only)")
+                             f"is not supported (BPE only)")
+    spm = model.get("byte_fallback") is True      # SentencePiece converted to HF: chapter 04a reads it
     norm = spec.get("normalizer")
-    if norm not in (None, {"type": "NFC"}):
+    if not spm and norm not in (None, {"type": "NFC"}):
         raise TokenizerError(f"{where}: normalizer {json.dumps(norm)[:120]} is not supported")
     added = spec.get("added_tokens") or []
     if not isinstance(added, list) or not all(isinstance(a, dict) and isinstance(a.get("content"), str)
@@ -1021,9 +1030,12 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
     tid = lambda key: vocab.get(_token_content(cfg.get(key), f"{folder}/tokenizer_config.json: {key}"))  # noqa: E731
     add_bos, bos_id = _hf_bos(spec, cfg, vocab, tid, folder, where)
     template = _hf_chat_template(cfg, folder)
-    tok = cls(tokens, types, model.get("merges") or (), _hf_pre_name(spec.get("pre_tokenizer")),
-              bos_id=bos_id, eos_id=tid("eos_token"), add_bos=bool(add_bos), pad_id=tid("pad_token"),
-              unk_id=tid("unk_token"), chat_template=template)
+    ids = dict(bos_id=bos_id, eos_id=tid("eos_token"), add_bos=bool(add_bos), pad_id=tid("pad_token"),
+               unk_id=tid("unk_token"), chat_template=template)
+    if spm:
+        tok = _model_class("llama").from_tokenizer_json(spec, tokens, types, where, **ids)
+    else:
+        tok = cls(tokens, types, model.get("merges") or (), _hf_pre_name(spec.get("pre_tokenizer")), **ids)
     extra = gen.get("eos_token_id")
     extra = extra if isinstance(extra, list) else [] if extra is None else [extra]
     for i in extra:
@@ -1031,7 +1043,7 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
             raise TokenizerError(f"{folder}/generation_config.json: eos_token_id {_short(i)} is not "
                                  f"a token id of the {n}-token vocabulary")
     tok.eos_ids |= set(extra)
-    if norm is not None:  # NFC: compose characters before splitting, as HF does
+    if norm == {"type": "NFC"}:  # compose characters before splitting, as HF does
         tok.normalize = lambda text: unicodedata.normalize("NFC", text)
     return tok
 
