@@ -112,7 +112,8 @@ def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular,
                      "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
                      "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
                      "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
-                     "gemma3_text": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM)}[arch]
+                     "gemma3_text": (transformers.Gemma3TextConfig, transformers.Gemma3ForCausalLM),
+                     "qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM)}[arch]
     vs = vocab_size(n_regular)
     # Qwen2's config has neither: head_dim is hidden // heads, and q, k, v always have biases
     extra = {} if arch == "qwen2" else dict(head_dim=head_dim or hidden // heads, attention_bias=attention_bias)
@@ -170,6 +171,15 @@ def tiny_gemma3(hidden=64, layers=7, heads=4, kv_heads=2, head_dim=32, ffn=96, t
     return model
 
 
+def tiny_qwen3moe(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, experts=8, top_k=2, expert_ffn=32,
+                  norm_topk_prob=True, tied=False, n_regular=500, ctx=256, theta=1e6, eps=1e-6, seed=0, std=0.05):
+    """A random Qwen3MoeForCausalLM in float32 (eval): `experts` SwiGLU experts of `expert_ffn` per
+    layer, `top_k` of them per token, their probabilities renormalised when `norm_topk_prob`."""
+    return _tiny("qwen3_moe", hidden, layers, heads, kv_heads, head_dim, 96, tied, n_regular, ctx, theta, eps,
+                 seed, std, None, num_experts=experts, num_experts_per_tok=top_k,
+                 moe_intermediate_size=expert_ffn, norm_topk_prob=norm_topk_prob)
+
+
 def tiny_llama(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=None, ffn=96, tied=True,
                n_regular=500, ctx=256, theta=10000.0, eps=1e-5, seed=0, std=0.05, rope_scaling=None,
                attention_bias=False):
@@ -203,7 +213,8 @@ def _gguf_name(hf: str, arch: str = "llama") -> str | None:
              "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
              "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+             "mlp.gate": "ffn_gate_inp"}                     # Qwen3-MoE's router
     if arch == "gemma3":
         table.update(GEMMA3_NORMS)
     return f"blk.{n}.{table[rest]}.{kind}"
@@ -215,9 +226,9 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     the dequantized weights, so it stays the exact reference of the file. `vocab`: tokenizer.ggml.*
     keys to write instead of the small byte-level BPE vocabulary (a SentencePiece one, say)."""
     cfg = model.config
-    arch = cfg.model_type                     # "qwen3", "llama", "qwen2", "mistral" or "gemma3_text"
-    assert arch in ("qwen3", "llama", "qwen2", "mistral", "gemma3_text"), arch
-    arch = {"mistral": "llama", "gemma3_text": "gemma3"}.get(arch, arch)   # llama.cpp's names
+    arch = cfg.model_type                     # "qwen3", "llama", "qwen2", "mistral", "gemma3_text", "qwen3_moe"
+    assert arch in ("qwen3", "llama", "qwen2", "mistral", "gemma3_text", "qwen3_moe"), arch
+    arch = {"mistral": "llama", "gemma3_text": "gemma3", "qwen3_moe": "qwen3moe"}.get(arch, arch)   # llama.cpp's
     path = pathlib.Path(path)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-random-{arch}")
@@ -232,11 +243,16 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_vocab_size(cfg.vocab_size)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads   # Qwen2: none
-    if arch in ("qwen3", "gemma3") or head_dim != cfg.hidden_size // cfg.num_attention_heads:
+    if arch in ("qwen3", "gemma3", "qwen3moe") or head_dim != cfg.hidden_size // cfg.num_attention_heads:
         w.add_key_length(head_dim)
         w.add_value_length(head_dim)
     if arch == "llama":
         w.add_rope_dimension_count(head_dim)
+    if arch == "qwen3moe":                            # llama.cpp's qwen3moe keys
+        w.add_expert_count(cfg.num_experts)
+        w.add_expert_used_count(cfg.num_experts_per_tok)
+        w.add_expert_feed_forward_length(cfg.moe_intermediate_size)
+        w.add_bool("qwen3moe.expert_weights_norm", bool(cfg.norm_topk_prob))   # llama.cpp assumes true
     if getattr(cfg, "sliding_window", None) and cfg.model_type == "mistral":
         w.add_sliding_window(cfg.sliding_window)     # llama.cpp's {arch}.attention.sliding_window
     if arch == "gemma3":                             # as llama.cpp's converter writes Gemma 3
@@ -279,24 +295,17 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
         for name, p in model.named_parameters():   # tied lm_head is not listed twice
             if tied and name == "lm_head.weight":
                 continue
-            gname = _gguf_name(name, arch)
             data = p.detach().numpy().astype(np.float32)
-            if data.ndim == 1:                      # norms and biases stay F32, like llama.cpp
-                q, raw = data, None
-                if arch == "gemma3" and gname.endswith("norm.weight"):
-                    q = data + np.float32(1.0)      # Gemma's norms compute with 1 + w: the converter adds the 1
+            if ".mlp.experts." in name:             # Qwen3-MoE's experts, stacked: [E, 2F, D] gate+up, [E, D, F]
+                n, F = name.split(".")[2], cfg.moe_intermediate_size
+                parts = ([(f"blk.{n}.ffn_gate_exps.weight", np.s_[:, :F]), (f"blk.{n}.ffn_up_exps.weight", np.s_[:, F:])]
+                         if name.endswith("gate_up_proj") else [(f"blk.{n}.ffn_down_exps.weight", np.s_[:])])
             else:
-                t = tensor_type(wtype, gname, cfg.num_hidden_layers, data.shape[1])
-                if t in ("F32", "F16"):
-                    q, raw = data.astype(np.float32 if t == "F32" else np.float16), None
-                else:
-                    q, raw = quantize(data, t), QT[t]
-                p.copy_(torch.from_numpy(gguf.quants.dequantize(q, QT[t]).reshape(data.shape).copy()))
-            if arch == "llama" and ".attn_q." in gname:     # weight rows and bias values alike
-                q = llama_permute(q, cfg.num_attention_heads, cfg.num_attention_heads)
-            elif arch == "llama" and ".attn_k." in gname:
-                q = llama_permute(q, cfg.num_attention_heads, cfg.num_key_value_heads)
-            w.add_tensor(gname, q, raw_dtype=raw)
+                gname = _gguf_name(name, arch)
+                parts = [(gname, np.s_[:])]
+            for gname, part in parts:
+                q, raw = _gguf_tensor(p, data, part, gname, arch, wtype, cfg)
+                w.add_tensor(gname, q, raw_dtype=raw)
         if tied:
             model.tie_weights()
     w.write_header_to_file()
@@ -304,6 +313,28 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def _gguf_tensor(p, data, part, gname, arch, wtype, cfg):
+    """(values, raw type) of data[part] as GGUF tensor `gname`; the HF parameter p takes the values a
+    lossy type leaves (dequantized), so the HF model stays the exact reference of the file."""
+    data = np.ascontiguousarray(data[part])
+    if data.ndim == 1:                      # norms and biases stay F32, like llama.cpp
+        q, raw = data, None
+        if arch == "gemma3" and gname.endswith("norm.weight"):
+            q = data + np.float32(1.0)      # Gemma's norms compute with 1 + w: the converter adds the 1
+    else:
+        t = tensor_type(wtype, gname, cfg.num_hidden_layers, data.shape[-1])
+        if t in ("F32", "F16"):
+            q, raw = data.astype(np.float32 if t == "F32" else np.float16), None
+        else:
+            q, raw = quantize(data, t), QT[t]
+        p[part].copy_(torch.from_numpy(gguf.quants.dequantize(q, QT[t]).reshape(data.shape).copy()))
+    if arch == "llama" and ".attn_q." in gname:     # weight rows and bias values alike
+        q = llama_permute(q, cfg.num_attention_heads, cfg.num_attention_heads)
+    elif arch == "llama" and ".attn_k." in gname:
+        q = llama_permute(q, cfg.num_attention_heads, cfg.num_key_value_heads)
+    return q, raw
 
 
 # --------------------------------------------------------------------------------------- oracles

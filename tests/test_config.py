@@ -136,7 +136,7 @@ def test_one_table_of_architectures():
     the defaults of a config made by hand; each row's creator is found by tffedu.models."""
     import tffedu.models
     from tffedu.config import ARCHS, SUPPORTED_ARCHS
-    assert SUPPORTED_ARCHS == tuple(ARCHS) == ("qwen3", "llama", "qwen2", "gemma3")
+    assert SUPPORTED_ARCHS == tuple(ARCHS) == ("qwen3", "llama", "qwen2", "qwen3moe", "gemma3")
     for name, a in ARCHS.items():
         assert a.name == name and a.rope_type in ("neox", "norm")
         cls = tffedu.models.creator(name)

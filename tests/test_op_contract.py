@@ -345,6 +345,27 @@ def _():
     return (lambda: ([x], dict(factor=math.sqrt(1152)))), (lambda a, kw: a[0].astype(np.float64) * kw["factor"])
 
 
+# Qwen3-MoE's experts (chapter 08d): the CPU's only so far; the reference runs token by token in float64
+for T, E, k, norm in ((1, 8, 2, True), (9, 16, 4, False), (40, 64, 8, True)):
+    @case("moe_ffn", f"T{T} E{E} k{k} norm {norm}", cpu_only=True)
+    def _(T=T, E=E, k=k, norm=norm):
+        D, F = 64, 32
+        x, r, g, u, dn = f32(T, D), f32(E, D, scale=0.3), f32(E, F, D, scale=0.1), f32(E, F, D, scale=0.1), f32(E, D, F, scale=0.1)
+
+        def ref(a, kw):
+            x, r, g, u, dn = (v.astype(np.float64) for v in a)
+            out = np.zeros((len(x), x.shape[1]))
+            for t in range(len(x)):
+                p = np.exp(r @ x[t] - (r @ x[t]).max()); p /= p.sum()
+                top = np.argsort(-p, kind="stable")[:kw["k"]]
+                w = p[top] / p[top].sum() if kw["norm"] else p[top]
+                for e, we in zip(top, w):
+                    h = g[e] @ x[t]
+                    out[t] += we * (dn[e] @ (h / (1 + np.exp(-h)) * (u[e] @ x[t])))
+            return out
+        return (lambda: ([x, r, g, u, dn], dict(k=k, norm=norm))), ref
+
+
 for op, shape in (("silu", (4, 33)), ("mul", (4, 33))):
     @case(op, f"{list(shape)}")
     def _(op=op, shape=shape):

@@ -21,6 +21,7 @@ Modules:
 - `tffedu.modelfile`: Opening model files (chapter 03d): the format detector, GGUF files and HF folders as one model interface, checked against their config before use, and the `tffedu inspect` report.
 - `tffedu.models.gemma3`: Gemma 3's graphs (chapter 08c): Qwen3's creator with GeGLU and embeddings scaled by sqrt(hidden).
 - `tffedu.models.qwen3`: Model creators (chapter 08): build the prefill and decode graphs of Qwen3 from a ModelConfig.
+- `tffedu.models.qwen3moe`: Qwen3-MoE's graphs (chapter 08d): Qwen3's creator with a mixture-of-experts feed-forward.
 - `tffedu.ops.cpu`: CPU backend (chapter 07): the transformer's operators in numpy, registered as backend "cpu".
 - `tffedu.ops.cuda`: CUDA backend, part 1 (chapter 10): context, kernel loader, timing, and the memory-bound ops.
 - `tffedu.ops.cuda_attention`: CUDA backend, part 3 (chapter 12): flash attention (prefill) and paged decode attention.

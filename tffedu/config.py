@@ -19,8 +19,8 @@ from .errors import ConfigError
 from .quant import DEQUANTIZE
 
 # %% auto #0
-__all__ = ['ATTN_PROJ', 'ARCHS', 'SUPPORTED_ARCHS', 'ROPE_SCALINGS', 'LIMITS', 'ROPE_BASE_RANGE', 'MAX_PROJ', 'Arch',
-           'ModelConfig', 'rope_scale', 'config_from_gguf', 'config_from_hf', 'weight_shapes', 'check_tensors']
+__all__ = ['ATTN_PROJ', 'ARCHS', 'SUPPORTED_ARCHS', 'ROPE_SCALINGS', 'LIMITS', 'ROPE_BASE_RANGE', 'MAX_PROJ', 'MAX_EXPERTS',
+           'Arch', 'ModelConfig', 'rope_scale', 'config_from_gguf', 'config_from_hf', 'weight_shapes', 'check_tensors']
 
 # %% ../notebooks/03b_config.ipynb #1bf630cb
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ ARCHS = {a.name: a for a in [
     Arch("llama", ("llama", "mistral"), rope_type="norm", creator="qwen3.Qwen3Creator"),
     Arch("qwen2", ("qwen2",), rope_type="neox", creator="qwen3.Qwen3Creator",
          attn_bias=("attn_q", "attn_k", "attn_v")),
+    Arch("qwen3moe", ("qwen3_moe",), rope_type="neox", creator="qwen3moe.Qwen3MoeCreator", qk_norm=True),
     Arch("gemma3", ("gemma3_text",), rope_type="neox", creator="gemma3.Gemma3Creator", qk_norm=True,
          post_norms=True, full_every=6, rope_base_swa=10000.0, hf_norm_shift=1.0, wide_scale_layers=(62,),
          hf_names=((r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"blk.\1.post_attention_norm.weight"),
@@ -76,6 +77,9 @@ ROPE_BASE_RANGE = (1.0, 1e12)
 MAX_PROJ = 1 << 17   # rows of attn_q (n_head * head_dim) and attn_k/v: Llama 3.1 405B has 16384
 
 
+MAX_EXPERTS = 1 << 12   # experts per layer (Qwen3-235B-A22B: 128, DeepSeek-V3: 256)
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     "The shape of a decoder-only transformer, as the model builders (chapter 08) need it."
@@ -99,6 +103,10 @@ class ModelConfig:
     full_layers: tuple[int, ...] = ()   # layers that see everything though the model has a window (Gemma 3)
     rope_base_swa: float = 0.0   # RoPE theta of the windowed layers (Gemma 3: 1e4); 0: rope_base
     attn_scale: float = 0.0      # scores are q k^T * attn_scale; 0: 1 / sqrt(head_dim)
+    n_expert: int = 0            # mixture of experts (Qwen3-MoE): experts per layer; 0: a dense feed-forward
+    n_expert_used: int = 0       # experts each token runs (top-k)
+    expert_ffn_size: int = 0     # an expert's SwiGLU inner width
+    norm_topk_prob: bool = True  # the k chosen experts' probabilities renormalised to sum to 1
     rope_scaling: dict | None = field(default=None, compare=False)  # as the file gives it
 
     def __post_init__(self):
@@ -182,6 +190,17 @@ def _check_config(c: ModelConfig) -> None:
     if not isinstance(full, (tuple, list)) or not all(_is_int(i) and 0 <= i < c.n_layer for i in full):
         _bad("full_layers", f"full_layers must be layer numbers in 0..{c.n_layer - 1}, got {_short(full)}")
     object.__setattr__(c, "full_layers", tuple(sorted({int(i) for i in full})))
+    moe = (c.n_expert, c.n_expert_used, c.expert_ffn_size)
+    if not all(_is_int(v) for v in moe):
+        _bad("n_expert", f"n_expert, n_expert_used, expert_ffn_size must be integers, got {_short(moe)}")
+    if not isinstance(c.norm_topk_prob, (bool, np.bool_)):
+        _bad("norm_topk_prob", f"norm_topk_prob must be a bool, got {_short(c.norm_topk_prob)}")
+    if c.n_expert and not (c.n_expert <= MAX_EXPERTS and 1 <= c.n_expert_used <= c.n_expert
+                           and 1 <= c.expert_ffn_size <= LIMITS["ffn_size"]):
+        _bad("n_expert", f"{c.n_expert} experts (at most {MAX_EXPERTS}) need 1..n_expert used per token and "
+                         f"an inner width in 1..{LIMITS['ffn_size']}, got {c.n_expert_used} and {c.expert_ffn_size}")
+    if not c.n_expert and (c.n_expert_used or c.expert_ffn_size or c.n_expert < 0):
+        _bad("n_expert", f"n_expert_used and expert_ffn_size need n_expert > 0, got {_short(moe)}")
     for name, (lo, hi) in (("rope_base_swa", ROPE_BASE_RANGE), ("attn_scale", (1e-6, 1e3))):
         v = getattr(c, name)
         if not _is_real(v) or not (v == 0 or lo <= v <= hi):
@@ -242,7 +261,8 @@ _GGUF_KEYS = {"n_layer": "block_count", "hidden_size": "embedding_length",
               "context_length": "context_length", "rms_eps": "attention.layer_norm_rms_epsilon",
               "rope_base": "rope.freq_base", "rope_dim": "rope.dimension_count",
               "rope_scaling": "rope.scaling.*", "sliding_window": "attention.sliding_window",
-              "rope_base_swa": "rope.freq_base_swa"}
+              "rope_base_swa": "rope.freq_base_swa", "n_expert": "expert_count",
+              "norm_topk_prob": "expert_weights_norm"}
 
 
 def _full_layers(pattern, n_layer: int, where: str) -> tuple[int, ...]:
@@ -299,6 +319,9 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
             attn_bias=bias, sliding_window=window, full_layers=full,
             rope_base_swa=k("rope.freq_base_swa", float, a.rope_base_swa) if window else 0.0,
             attn_scale=(hidden / n_head) ** -0.5 if n_layer in a.wide_scale_layers else 0.0,
+            n_expert=k("expert_count", int, 0), n_expert_used=k("expert_used_count", int, 0),
+            expert_ffn_size=k("expert_feed_forward_length", int, 0),
+            norm_topk_prob=meta.get(f"{arch}.expert_weights_norm", True),   # llama.cpp: qwen3moe's are
             rope_scaling=scaling)
     except ConfigError as e:    # name the key behind the field
         f = getattr(e, "field", None)
@@ -344,7 +367,7 @@ _HF_FIELDS = {"n_layer": "num_hidden_layers", "hidden_size": "hidden_size",
               "context_length": "max_position_embeddings", "rms_eps": "rms_norm_eps",
               "rope_base": "rope_theta", "rope_dim": "head_dim", "rope_scaling": "rope_scaling",
               "sliding_window": "sliding_window", "rope_base_swa": "rope_parameters.sliding_attention",
-              "attn_scale": "query_pre_attn_scalar"}
+              "attn_scale": "query_pre_attn_scalar", "n_expert": "num_experts", "norm_topk_prob": "norm_topk_prob"}
 
 
 def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
@@ -397,6 +420,10 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     n_layer = get("num_hidden_layers")
     full = _hf_full_layers(cfg, a, n_layer, source) if window else ()
     base_swa = swa_rope.get("rope_theta", cfg.get("rope_local_base_freq", a.rope_base_swa)) if window else 0.0
+    if get("decoder_sparse_step", int, 1) != 1 or cfg.get("mlp_only_layers"):
+        raise ConfigError(f"{source}: 'decoder_sparse_step' / 'mlp_only_layers' make some layers dense; tffedu's "
+                          f"mixtures of experts have experts in every layer")
+    n_expert = get("num_experts", int, 0) or get("num_local_experts", int, 0)   # Qwen's name, transformers 5's
     qs = get("query_pre_attn_scalar", float, 0.0)  # Gemma: scores scaled by its -1/2 power
     if cfg.get("query_pre_attn_scalar") is not None and not 0 < qs <= 1e12:
         raise ConfigError(f"{source}: 'query_pre_attn_scalar' must be positive, got {_short(qs)}")
@@ -410,7 +437,10 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
             rope_dim=head_dim,                                  # rope_type, qk_norm: the arch's
             tied_embeddings=get("tie_word_embeddings", bool, False),
             attn_bias=bias, sliding_window=window, full_layers=full, rope_base_swa=base_swa,
-            attn_scale=0.0 if qs in (0, head_dim) else qs ** -0.5, rope_scaling=scaling)
+            attn_scale=0.0 if qs in (0, head_dim) else qs ** -0.5, n_expert=n_expert,
+            n_expert_used=get("num_experts_per_tok", int, 0) if n_expert else 0,
+            expert_ffn_size=get("moe_intermediate_size", int, 0) if n_expert else 0,
+            norm_topk_prob=get("norm_topk_prob", bool, False) if n_expert else True, rope_scaling=scaling)
     except ConfigError as e:    # name the config.json field behind the ModelConfig field
         f = getattr(e, "field", None)
         if f not in _HF_FIELDS:
@@ -444,6 +474,11 @@ def weight_shapes(c: ModelConfig) -> dict[str, tuple[int, ...]]:
         block.update(attn_q_norm=(hd,), attn_k_norm=(hd,))
     if ARCHS[c.arch].post_norms:
         block.update(post_attention_norm=(D,), post_ffw_norm=(D,))
+    if c.n_expert:           # the router and the experts, stacked, where a dense block has its FFN
+        E, Fe = c.n_expert, c.expert_ffn_size
+        for name in ("ffn_gate", "ffn_up", "ffn_down"):
+            del block[name]
+        block.update(ffn_gate_inp=(E, D), ffn_gate_exps=(E, Fe, D), ffn_up_exps=(E, Fe, D), ffn_down_exps=(E, D, Fe))
     rows = {"attn_q": c.q_size, "attn_k": c.kv_size, "attn_v": c.kv_size, "attn_output": D}
     for il in range(c.n_layer):
         out.update({f"blk.{il}.{n}.weight": s for n, s in block.items()})

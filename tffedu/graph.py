@@ -146,6 +146,18 @@ def _swiglu(ins, attrs):
     return ins[0].shape, _act_dtype(ins[0])
 
 
+def _moe_ffn(ins, attrs):
+    "x [T, D], router [E, D], gate and up experts [E, F, D], down experts [E, D, F] -> [T, D]."
+    x, router, gate, up, down = ins
+    E, F, D = (tuple(gate.shape) + (0, 0, 0))[:3]
+    _need(len(x.shape) == 2 and x.shape[1] == D and tuple(router.shape) == (E, D) and len(gate.shape) == 3
+          and tuple(up.shape) == (E, F, D) and tuple(down.shape) == (E, D, F), "moe_ffn",
+          "x [T, D], router [E, D], gate/up [E, F, D] and down [E, D, F] must agree", *ins)
+    k = attrs.get("k")
+    _need(isinstance(k, int) and 1 <= k <= E, "moe_ffn", f"k (experts per token) must be in 1..{E}, got {k!r}", x)
+    return x.shape, _act_dtype(x)
+
+
 def _add(ins, attrs):
     "a + b: b of a's shape (a residual), or [N] added to every row of a [..., N] (a bias)."
     a, b = ins
@@ -188,7 +200,7 @@ def _argmax(ins, attrs):
 for _name, _rule, _arity in [("get_rows", _get_rows, (2, 2)), ("rmsnorm", _rmsnorm, (1, 2)),
                              ("matmul", _matmul, (2, 2)), ("rope", _rope, (2, 2)),
                              ("attention", _attention, (3, 5)), ("swiglu", _swiglu, (2, 2)),
-                             ("geglu", _swiglu, (2, 2)), ("scale", _same, (1, 1)),
+                             ("geglu", _swiglu, (2, 2)), ("scale", _same, (1, 1)), ("moe_ffn", _moe_ffn, (5, 5)),
                              ("silu", _same, (1, 1)), ("softmax", _same, (1, 1)),
                              ("add", _add, (2, 2)), ("mul", _broadcast("mul"), (2, 2)),
                              ("argmax", _argmax, (1, 1))]:

@@ -165,7 +165,14 @@ HF_TO_GGUF = [
     (r"model\.layers\.(\d+)\.mlp\.gate_proj\.weight", r"blk.\1.ffn_gate.weight"),
     (r"model\.layers\.(\d+)\.mlp\.up_proj\.weight", r"blk.\1.ffn_up.weight"),
     (r"model\.layers\.(\d+)\.mlp\.down_proj\.weight", r"blk.\1.ffn_down.weight"),
-]
+    (r"model\.layers\.(\d+)\.mlp\.gate\.weight", r"blk.\1.ffn_gate_inp.weight"),      # a MoE's router,
+    (r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.gate_proj\.weight", r"blk.\1.ffn_gate_exps.\2.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.up_proj\.weight", r"blk.\1.ffn_up_exps.\2.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.down_proj\.weight", r"blk.\1.ffn_down_exps.\2.weight"),
+]                                                  # its experts one by one: stacked by HFModel (below)
+
+
+_EXPERT = re.compile(r"(blk\.\d+\.ffn_\w+_exps)\.(\d+)(\.weight)")   # one expert's part of a stacked tensor
 
 
 def gguf_name(hf_name: str, arch: str | None = None) -> str | None:
@@ -251,10 +258,29 @@ def _index(self: HFModel):
                                        f"{self._where[g][0].path}")
             else:
                 self._where[g] = (f, hf)
-    shapes = {g: f.tensors[hf].shape for g, (f, hf) in self._where.items()}
-    types = {g: ST_DTYPES[f.tensors[hf].dtype][1] or f.tensors[hf].dtype
-             for g, (f, hf) in self._where.items()}
+    self._stacks = _stack_experts(self._where, self.path)     # llama.cpp keeps a MoE's experts as one 3-D tensor
+    shapes = {g: self.shape(g) for g in self.tensor_names}
+    types = {g: ST_DTYPES[self.dtype_name(g)][1] or self.dtype_name(g) for g in self.tensor_names}
     check_tensors(self.config, shapes, types, where=self.path)
+
+
+def _stack_experts(where: dict, path) -> dict[str, list[str]]:
+    "GGUF name of each stacked expert tensor -> its experts' parts in order (all present, one shape and type)."
+    stacks: dict[str, dict[int, str]] = {}
+    for g in where:
+        m = _EXPERT.fullmatch(g)
+        if m:
+            stacks.setdefault(m.group(1) + m.group(3), {})[int(m.group(2))] = g
+    out = {}
+    for name, parts in stacks.items():
+        if sorted(parts) != list(range(len(parts))):
+            missing = min(set(range(max(parts) + 1)) - set(parts))
+            raise SafetensorsError(f"{path}: expert {missing} of {name} is missing (the folder has {len(parts)})")
+        kinds = {(where[p][0].tensors[where[p][1]].shape, where[p][0].tensors[where[p][1]].dtype) for p in parts.values()}
+        if len(kinds) != 1:
+            raise SafetensorsError(f"{path}: the experts of {name} differ in shape or type: {sorted(kinds)[:2]}")
+        out[name] = [parts[e] for e in range(len(parts))]
+    return out
 
 
 @patch(kind="property")
@@ -262,7 +288,9 @@ def metadata(self: HFModel) -> dict: return {}     # the HF tokenizer is not rea
 
 
 @patch(kind="property")
-def tensor_names(self: HFModel) -> list[str]: return list(self._where)
+def tensor_names(self: HFModel) -> list[str]:
+    parts = {p for ps in self._stacks.values() for p in ps}
+    return [g for g in self._where if g not in parts] + list(self._stacks)
 
 
 @patch
@@ -271,8 +299,9 @@ def hf_name(self: HFModel, name: str) -> str: return self._get(name)[1]
 
 @patch
 def _get(self: HFModel, name):
+    "(file, HF name) of a tensor; of a stacked one, its first expert's."
     try:
-        return self._where[name]
+        return self._where[self._stacks[name][0] if name in self._stacks else name]
     except KeyError:
         raise ModelError(f"{self.path}: no tensor {name!r} (has {len(self._where)} tensors, "
                          f"e.g. {list(self._where)[:3]})") from None
@@ -295,6 +324,8 @@ def _shift(self: HFModel, name: str) -> float:
 @patch
 def numpy(self: HFModel, name: str) -> np.ndarray:
     "The stored values under the GGUF name (BF16 as uint16 bits); Llama Q/K permuted; Gemma's norms + 1, float32."
+    if name in self._stacks:    # experts stacked: [E, ...] (a new array)
+        return np.stack([self.numpy(p) for p in self._stacks[name]])
     f, hf = self._get(name)
     a = f.numpy(hf)
     if self._permuted(name):
@@ -307,7 +338,7 @@ def numpy(self: HFModel, name: str) -> np.ndarray:
 @patch
 def shape(self: HFModel, name) -> tuple[int, ...]:
     f, hf = self._get(name)
-    return f.tensors[hf].shape
+    return ((len(self._stacks[name]),) if name in self._stacks else ()) + tuple(f.tensors[hf].shape)
 
 
 @patch
@@ -327,7 +358,7 @@ def tensor(self: HFModel, name):
         raise ModelError(f"{f.path}: tensor {hf!r} has dtype {st.dtype}, which tffedu does not run")
     if self._shift(name):          # a new float32 array: the norm's weight + 1
         return Tensor.from_numpy(np.ascontiguousarray(self.numpy(name)))
-    if self._permuted(name):       # a new array: the permutation moves rows
+    if self._permuted(name) or name in self._stacks:   # a new array: rows move, or experts stack
         return Tensor.from_numpy(np.ascontiguousarray(self.numpy(name)), as_dtype(tname))
     return Tensor.from_buffer(f._mm, as_dtype(tname), st.shape, offset=st.offset)
 

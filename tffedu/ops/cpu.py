@@ -20,7 +20,7 @@ from ..quant import dequantize
 
 # %% auto #0
 __all__ = ['as_f32', 'clear_weight_cache', 'get_rows', 'rmsnorm', 'matmul', 'rope_angles', 'rope', 'causal_mask', 'attention',
-           'silu', 'swiglu', 'geglu', 'scale', 'add', 'mul', 'softmax', 'argmax']
+           'silu', 'swiglu', 'add', 'mul', 'softmax', 'argmax', 'geglu', 'scale', 'moe_ffn']
 
 # %% ../../notebooks/07_cpu_ops.ipynb #2d05b63d
 _F32_CACHE: dict[int, tuple] = {}   # id(weight) -> (weakref to the weight, float32 array)
@@ -245,23 +245,6 @@ def swiglu(gate, up, out=None):
     return out
 
 
-@OPS.register("geglu", "cpu")
-def geglu(gate, up, out=None):
-    """gelu(gate) * up, GELU in its tanh form 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))):
-    Gemma's gated activation (chapter 08c)."""
-    g = gate.astype(np.float32, copy=False)
-    t = np.tanh(np.float32(math.sqrt(2 / math.pi)) * (g + np.float32(0.044715) * g * g * g))
-    out = _out(out, gate.shape)
-    np.multiply(np.float32(0.5) * g * (1 + t), up, out=out)
-    return out
-
-
-@OPS.register("scale", "cpu")
-def scale(x, factor: float = 1.0, out=None):
-    "x * factor (Gemma multiplies its embeddings by sqrt(hidden), chapter 08c)."
-    return np.multiply(x, np.float32(factor), out=_out(out, x.shape))
-
-
 @OPS.register("add", "cpu")
 def add(a, b, out=None):
     "a + b: b of a's shape, or a bias [N] added to every row of a [..., N] (a weight Tensor read as float32)."
@@ -292,3 +275,42 @@ def argmax(x, out=None):
     out = _out(out, x.shape[:-1], np.int32)
     out[...] = np.argmax(x, axis=-1)
     return out
+
+# %% ../../notebooks/07_cpu_ops.ipynb #3101e246
+@OPS.register("geglu", "cpu")
+def geglu(gate, up, out=None):
+    """gelu(gate) * up, GELU in its tanh form 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))):
+    Gemma's gated activation (chapter 08c)."""
+    g = gate.astype(np.float32, copy=False)
+    t = np.tanh(np.float32(math.sqrt(2 / math.pi)) * (g + np.float32(0.044715) * g * g * g))
+    out = _out(out, gate.shape)
+    np.multiply(np.float32(0.5) * g * (1 + t), up, out=out)
+    return out
+
+
+@OPS.register("scale", "cpu")
+def scale(x, factor: float = 1.0, out=None):
+    "x * factor (Gemma multiplies its embeddings by sqrt(hidden), chapter 08c)."
+    return np.multiply(x, np.float32(factor), out=_out(out, x.shape))
+
+
+@OPS.register("moe_ffn", "cpu")
+def moe_ffn(x, router, gate_exps, up_exps, down_exps, k: int, norm: bool = True, out=None):
+    """A mixture-of-experts feed-forward (Qwen3-MoE, chapter 08d): x [T, D] -> [T, D]. The router
+    [E, D] gives each token a softmax over the E experts; its k likeliest run (SwiGLU, gate/up
+    [E, F, D], down [E, D, F]) and their outputs add up, weighted by those probabilities
+    (renormalised over the k when `norm`). Each chosen expert runs once, on all its tokens."""
+    p = softmax(x @ as_f32(router).T)                                  # [T, E]
+    top = np.argsort(-p, axis=1, kind="stable")[:, :k]                 # [T, k]: ties to the lower expert
+    w = np.take_along_axis(p, top, axis=1)
+    if norm:
+        w /= w.sum(axis=1, keepdims=True)
+    gate, up, down = as_f32(gate_exps), as_f32(up_exps), as_f32(down_exps)
+    out = _out(out, x.shape)
+    out[...] = 0
+    for e in np.unique(top):
+        rows, slot = np.nonzero(top == e)                              # its tokens (each at most once)
+        h = swiglu(x[rows] @ gate[e].T, x[rows] @ up[e].T)             # [n, F]
+        out[rows] += w[rows, slot, None] * (h @ down[e].T)
+    return out
+
