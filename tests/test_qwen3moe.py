@@ -126,6 +126,9 @@ def test_config_readers():
                        ({"qwen3moe.expert_weights_norm": "no"}, "expert_weights_norm")):
         with pytest.raises(ConfigError, match=match):
             config_from_gguf({**meta, **bad})
+    llama = {k.replace("qwen3moe", "llama"): v for k, v in meta.items()} | {"general.architecture": "llama"}   # a Mixtral
+    with pytest.raises(ConfigError, match="llama model with 128 experts"):
+        config_from_gguf(llama)
     with pytest.raises(ConfigError, match="need n_expert > 0"):
         ModelConfig(arch="qwen3", n_layer=1, hidden_size=64, n_head=4, n_head_kv=2, head_dim=16, ffn_size=96,
                     vocab_size=50, context_length=64, rms_eps=1e-6, rope_base=1e4, n_expert_used=2)

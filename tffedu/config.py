@@ -39,6 +39,7 @@ class Arch:
     hf_norm_shift: float = 0.0       # HF keeps RMSNorm weights as w - shift (Gemma's norm multiplies by 1 + w)
     hf_names: tuple = ()             # (HF name pattern, GGUF name) pairs before chapter 03c's common table
     wide_scale_layers: tuple = ()    # layer counts whose GGUF query scale is 1/sqrt(hidden/n_head) (llama.cpp)
+    moe: bool = False                # its creator runs a mixture of experts where a config has them (08d)
 
 
 ATTN_PROJ = ("attn_q", "attn_k", "attn_v", "attn_output")   # the attention's projections (GGUF names)
@@ -49,7 +50,8 @@ ARCHS = {a.name: a for a in [
     Arch("llama", ("llama", "mistral"), rope_type="norm", creator="qwen3.Qwen3Creator"),
     Arch("qwen2", ("qwen2",), rope_type="neox", creator="qwen3.Qwen3Creator",
          attn_bias=("attn_q", "attn_k", "attn_v")),
-    Arch("qwen3moe", ("qwen3_moe",), rope_type="neox", creator="qwen3moe.Qwen3MoeCreator", qk_norm=True),
+    Arch("qwen3moe", ("qwen3_moe",), rope_type="neox", creator="qwen3moe.Qwen3MoeCreator", qk_norm=True,
+         moe=True),
     Arch("gemma3", ("gemma3_text",), rope_type="neox", creator="gemma3.Gemma3Creator", qk_norm=True,
          post_norms=True, full_every=6, rope_base_swa=10000.0, hf_norm_shift=1.0, wide_scale_layers=(62,),
          hf_names=((r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"blk.\1.post_attention_norm.weight"),
@@ -199,6 +201,9 @@ def _check_config(c: ModelConfig) -> None:
                            and 1 <= c.expert_ffn_size <= LIMITS["ffn_size"]):
         _bad("n_expert", f"{c.n_expert} experts (at most {MAX_EXPERTS}) need 1..n_expert used per token and "
                          f"an inner width in 1..{LIMITS['ffn_size']}, got {c.n_expert_used} and {c.expert_ffn_size}")
+    if c.n_expert and not ARCHS[c.arch].moe:
+        _bad("n_expert", f"a {c.arch} model with {c.n_expert} experts (a Mixtral is a llama with experts) is not "
+                         f"supported: tffedu runs mixtures of experts for {[a.name for a in ARCHS.values() if a.moe]}")
     if not c.n_expert and (c.n_expert_used or c.expert_ffn_size or c.n_expert < 0):
         _bad("n_expert", f"n_expert_used and expert_ffn_size need n_expert > 0, got {_short(moe)}")
     for name, (lo, hi) in (("rope_base_swa", ROPE_BASE_RANGE), ("attn_scale", (1e-6, 1e3))):

@@ -179,12 +179,12 @@ _HF_PREFIXES = {   # (normalizer, pre_tokenizer) of a converted SentencePiece mo
     (_canon({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": SPACE}, _HF_REPLACE]}),
      "null"): "each",                                       # Llama 2, Mistral v0.1 (HF's "legacy")
     ("null", _canon({"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "first",
-                         "split": False})): "first",        # transformers' non-legacy conversion
+                     "split": False})): "first",            # transformers' non-legacy conversion
     ("null", _canon({"type": "Metaspace", "replacement": SPACE, "prepend_scheme": "never",
-                         "split": False})): "never",
-    (_canon(_HF_REPLACE), "null"): "never",             # Gemma: nothing prepended
+                     "split": False})): "never",
+    (_canon(_HF_REPLACE), "null"): "never",                 # Gemma: nothing prepended
     (_canon(_HF_REPLACE), _canon({"type": "Split", "pattern": {"String": " "},
-                                          "behavior": "MergedWithPrevious", "invert": False})): "never",
+                                  "behavior": "MergedWithPrevious", "invert": False})): "never",
 }
 
 
