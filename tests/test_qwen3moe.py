@@ -81,6 +81,11 @@ def test_a_missing_expert_is_named(tmp_path):
     save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(SafetensorsError, match="expert 2 of blk.0.ffn_up_exps.weight is missing"):
         tffedu.load(tmp_path)
+    tensors["model.layers.0.mlp.experts.1000000000000.up_proj.weight"] = tensors["model.layers.0.mlp.experts.3.up_proj.weight"].clone()
+    tensors["model.layers.0.mlp.experts.2.up_proj.weight"] = tensors.pop("model.layers.0.mlp.experts.3.up_proj.weight")
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(SafetensorsError, match="expert 3 of blk.0.ffn_up_exps.weight is missing"):
+        tffedu.load(tmp_path)                       # a hostile expert number: named at once, nothing sized by it
 
 
 def test_the_op_is_the_per_token_definition():

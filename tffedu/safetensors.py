@@ -274,7 +274,7 @@ def _stack_experts(where: dict, path) -> dict[str, list[str]]:
     out = {}
     for name, parts in stacks.items():
         if sorted(parts) != list(range(len(parts))):
-            missing = min(set(range(max(parts) + 1)) - set(parts))
+            missing = next(e for e in range(len(parts) + 1) if e not in parts)   # never a range of a hostile index
             raise SafetensorsError(f"{path}: expert {missing} of {name} is missing (the folder has {len(parts)})")
         kinds = {(where[p][0].tensors[where[p][1]].shape, where[p][0].tensors[where[p][1]].dtype) for p in parts.values()}
         if len(kinds) != 1:
