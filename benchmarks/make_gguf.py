@@ -4,6 +4,7 @@ Qwen2/Qwen3 vocabulary of 151936 tokens, so llama.cpp loads them too).
 
     python benchmarks/make_gguf.py qwen3-0.6b /tmp/models/qwen3-0.6b-q8_0.gguf
     python benchmarks/make_gguf.py qwen3-8b   /tmp/models/qwen3-8b-q4_k.gguf --type q4_k
+    python benchmarks/make_gguf.py qwen3-30b-a3b /tmp/models/qwen3-30b-a3b-q8_0.gguf   # experts (qwen3moe)
 
 Weights are random blocks written straight as bytes (random codes, float16 scales and minimums
 sized for about 0.02 standard deviation like a trained model's), so an 8B file takes seconds, not
@@ -24,6 +25,9 @@ VOCAB = ROOT / "tests" / "data" / "ggml-vocab-qwen2.gguf"
 MODELS = {
     "qwen3-0.6b": dict(n_layer=28, hidden=1024, n_head=16, n_kv=8, head_dim=128, ffn=3072, tied=True),
     "qwen3-8b": dict(n_layer=36, hidden=4096, n_head=32, n_kv=8, head_dim=128, ffn=12288, tied=False),
+    # Qwen/Qwen3-30B-A3B: 128 experts of 768 in every layer, 8 per token (the `qwen3moe` architecture)
+    "qwen3-30b-a3b": dict(n_layer=48, hidden=2048, n_head=32, n_kv=4, head_dim=128, ffn=6144, tied=False,
+                          experts=128, experts_used=8, expert_ffn=768),
 }
 N_VOCAB, THETA, EPS, CTX = 151936, 1e6, 1e-6, 40960
 
@@ -67,7 +71,8 @@ def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = No
     c = dict(MODELS[name], **({"n_layer": n_layer} if n_layer else {}))
     rng = np.random.default_rng(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path), "qwen3")
+    E = c.get("experts", 0)
+    w = gguf.GGUFWriter(str(path), "qwen3moe" if E else "qwen3")
     w.add_name(f"random {name}")
     w.add_file_type(FILE_TYPES[qtype])
     w.add_block_count(c["n_layer"])
@@ -80,6 +85,10 @@ def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = No
     w.add_value_length(c["head_dim"])
     w.add_rope_freq_base(THETA)
     w.add_layer_norm_rms_eps(EPS)
+    if E:
+        w.add_expert_count(E)
+        w.add_expert_used_count(c["experts_used"])
+        w.add_expert_feed_forward_length(c["expert_ffn"])
     for key, value, vtype, sub in vocab_fields():
         w.add_key_value(key, value, vtype, sub_type=sub)
     D, q, kv, F = c["hidden"], c["n_head"] * c["head_dim"], c["n_kv"] * c["head_dim"], c["ffn"]
@@ -88,10 +97,16 @@ def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = No
     w.add_tensor("token_embd.weight", random_blocks(qtype, N_VOCAB, D, rng), raw_dtype=raw)
     for il in range(c["n_layer"]):
         p = f"blk.{il}."
+        ffn = () if E else (("ffn_gate", (F, D)), ("ffn_up", (F, D)), ("ffn_down", (D, F)))
         for t, (rows, cols) in (("attn_q", (q, D)), ("attn_k", (kv, D)), ("attn_v", (kv, D)),
-                                ("attn_output", (D, q)), ("ffn_gate", (F, D)), ("ffn_up", (F, D)),
-                                ("ffn_down", (D, F))):
+                                ("attn_output", (D, q))) + ffn:
             w.add_tensor(p + t + ".weight", random_blocks(qtype, rows, cols, rng), raw_dtype=raw)
+        if E:       # the router stays float32 (llama-quantize leaves it); the experts stacked [E, rows, ...]
+            Fe = c["expert_ffn"]
+            w.add_tensor(p + "ffn_gate_inp.weight", (0.02 * rng.standard_normal((E, D))).astype(np.float32))
+            for t, (rows, cols) in (("ffn_gate_exps", (Fe, D)), ("ffn_up_exps", (Fe, D)), ("ffn_down_exps", (D, Fe))):
+                blocks = random_blocks(qtype, E * rows, cols, rng).reshape(E, rows, -1)
+                w.add_tensor(p + t + ".weight", blocks, raw_dtype=raw)
         for t, n in (("attn_norm", D), ("ffn_norm", D), ("attn_q_norm", c["head_dim"]),
                      ("attn_k_norm", c["head_dim"])):
             w.add_tensor(p + t + ".weight", ones(n))

@@ -31,3 +31,19 @@ def test_a_q4_k_file_loads_and_runs(tmp_path, monkeypatch):
     assert {t.tensor_type.name for t in r.tensors if len(t.shape) == 2} == {"Q4_K"}
     m = tffedu.load(path, n_ctx=64)
     assert np.isfinite(m.logits([1, 2, 3])).all()
+
+
+def test_a_mixture_of_experts_file_loads_and_runs(tmp_path, monkeypatch):
+    "The qwen3-30b-a3b recipe, shrunk: a qwen3moe file whose experts are stacked 3-D Q8_0 tensors."
+    import tffedu
+    shape = dict(make_gguf.MODELS["qwen3-30b-a3b"], n_layer=1, hidden=256, n_head=2, n_kv=1, experts=8,
+                 experts_used=2, expert_ffn=64)
+    monkeypatch.setitem(make_gguf.MODELS, "tiny-moe", shape)
+    path = make_gguf.write("tiny-moe", tmp_path / "m.gguf")
+    r = gguf.GGUFReader(str(path))
+    exps = {t.name: (t.tensor_type.name, tuple(int(d) for d in t.shape)) for t in r.tensors if "_exps" in t.name}
+    assert exps["blk.0.ffn_down_exps.weight"] == ("Q8_0", (64, 256, 8))          # ggml order: [F, D, E]
+    m = tffedu.load(path, n_ctx=64)
+    c = m.config
+    assert (c.arch, c.n_expert, c.n_expert_used, c.expert_ffn_size, c.norm_topk_prob) == ("qwen3moe", 8, 2, 64, True)
+    assert np.isfinite(m.logits([1, 2, 3])).all()
