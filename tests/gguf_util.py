@@ -46,15 +46,10 @@ def random_blocks(qtype: str, n_blocks: int, rng: np.random.Generator,
     return blocks
 
 
-def write_gguf(path, metadata=None, tensors=None, arch: str = "llama", alignment: int | None = None):
-    """Write a GGUF v3 file. `metadata`: key -> value, or key -> (value, GGUFValueType[, sub]).
-    `tensors`: name -> float numpy array (F32/F16 by its dtype), or name -> (raw uint8 blocks of
-    shape (..., bytes per row), 'Q4_K'), or name -> (array, 'BF16') with a uint16 array of bits."""
-    path = pathlib.Path(path)
-    w = gguf.GGUFWriter(str(path), arch)
-    if alignment is not None:
-        w.add_custom_alignment(alignment)
-    for key, val in (metadata or {}).items():
+def add_metadata(w: gguf.GGUFWriter, metadata: dict) -> None:
+    "Write key -> value (a numpy array as a list), or key -> (value, GGUFValueType[, sub]), with the writer's types."
+    for key, val in metadata.items():
+        val = val.tolist() if isinstance(val, np.ndarray) else val
         if isinstance(val, tuple):
             w.add_key_value(key, *val)
         elif isinstance(val, list):
@@ -69,6 +64,17 @@ def write_gguf(path, metadata=None, tensors=None, arch: str = "llama", alignment
             w.add_float32(key, val)
         else:
             raise TypeError(f"{key}: give (value, GGUFValueType) for {type(val)}")
+
+
+def write_gguf(path, metadata=None, tensors=None, arch: str = "llama", alignment: int | None = None):
+    """Write a GGUF v3 file. `metadata`: key -> value, or key -> (value, GGUFValueType[, sub]).
+    `tensors`: name -> float numpy array (F32/F16 by its dtype), or name -> (raw uint8 blocks of
+    shape (..., bytes per row), 'Q4_K'), or name -> (array, 'BF16') with a uint16 array of bits."""
+    path = pathlib.Path(path)
+    w = gguf.GGUFWriter(str(path), arch)
+    if alignment is not None:
+        w.add_custom_alignment(alignment)
+    add_metadata(w, metadata or {})
     for name, t in (tensors or {}).items():
         if isinstance(t, tuple):
             data, qtype = t

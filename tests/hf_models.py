@@ -29,6 +29,7 @@ from gguf import GGMLQuantizationType as QT
 
 import tffedu.model
 from tffedu.quant import quantize
+from gguf_util import add_metadata
 from tffedu.sampling import picker
 
 DATA = pathlib.Path(__file__).resolve().parent / "data"  # the real vocabularies (tests/data/README.md)
@@ -267,15 +268,7 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
         w.add_rope_scaling_factor(float(rope["factor"]))
     if vocab is not None:
         assert len(vocab["tokenizer.ggml.tokens"]) == cfg.vocab_size
-        for k, v in vocab.items():
-            if isinstance(v, bool):
-                w.add_bool(k, v)
-            elif isinstance(v, int):
-                w.add_uint32(k, v)
-            elif isinstance(v, str):
-                w.add_string(k, v)
-            else:
-                w.add_array(k, list(v.tolist() if hasattr(v, "tolist") else v))
+        add_metadata(w, vocab)
     elif tokenizer:
         tokens, types, merges = small_vocab(n_regular)
         assert len(tokens) == cfg.vocab_size
@@ -335,6 +328,17 @@ def _gguf_tensor(p, data, part, gname, arch, wtype, cfg):
     elif arch == "llama" and ".attn_k." in gname:
         q = llama_permute(q, cfg.num_attention_heads, cfg.num_key_value_heads)
     return q, raw
+
+
+def save_bf16(model, folder, max_shard_size: str = "40KB") -> None:
+    """Save `model` as a BF16 HF folder in shards with an index file (a release's layout); the model
+    keeps its float32 computation on the BF16-rounded weights, so it stays the reference of the folder."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+    model.to(torch.bfloat16).save_pretrained(folder, max_shard_size=max_shard_size)
+    model.float()
+    model.model.rotary_emb = type(model.model.rotary_emb)(model.config)   # .to() rounded its frequencies too
 
 
 # --------------------------------------------------------------------------------------- oracles

@@ -13,7 +13,7 @@ import tffedu
 import tffedu.model
 from tffedu.config import ARCHS, config_from_gguf, config_from_hf
 from tffedu.errors import ConfigError, ModelError
-from hf_models import hf_logits, rel_err, tiny_gemma3, write_gguf
+from hf_models import hf_logits, rel_err, save_bf16, tiny_gemma3, write_gguf
 from test_sliding_window import argmax_chain
 
 TOL = 1e-4
@@ -72,12 +72,7 @@ def test_hf_folder(tmp_path, dtype):
     hf = tiny_gemma3(seed=7, hidden=64, heads=4, kv_heads=2, head_dim=32, layers=7, window=4,
                      query_pre_attn_scalar=48)
     if dtype == "bfloat16":
-        with torch.no_grad():
-            for p in hf.parameters():
-                p.copy_(p.to(torch.bfloat16).float())
-        hf.to(torch.bfloat16).save_pretrained(tmp_path, max_shard_size="40KB")
-        hf.float()
-        hf.model.rotary_emb = type(hf.model.rotary_emb)(hf.config)   # .to() rounded its frequencies too
+        save_bf16(hf, tmp_path)
     else:
         hf.save_pretrained(tmp_path)
     m = tffedu.load(tmp_path)

@@ -9,7 +9,7 @@ import pytest
 
 import tffedu.model
 from tffedu.errors import ContextOverflowError, ModelError
-from hf_models import hf_logits, rel_err, tiny_llama, tiny_qwen2, tiny_qwen3, write_gguf
+from hf_models import hf_logits, rel_err, save_bf16, tiny_llama, tiny_qwen2, tiny_qwen3, write_gguf
 
 TOL = 1e-4        # max |ours - HF| relative to max |HF| (the issue's bar)
 PROMPT = [11, 250, 3, 499, 17, 17, 64, 128, 5, 300, 42]
@@ -151,11 +151,7 @@ def test_qwen2_bf16_sharded_folder_like_qwen25(tmp_path):
     output; the logits of HF's model in BF16 weights (computed in float32), and greedy tokens."""
     import torch
     hf = tiny_qwen2(seed=11, hidden=96, heads=6, kv_heads=2, ffn=160, tied=True)
-    with torch.no_grad():                       # BF16 weights: HF's reference holds the same values
-        for p in hf.parameters():
-            p.copy_(p.to(torch.bfloat16).float())
-    hf.to(torch.bfloat16).save_pretrained(tmp_path, max_shard_size="40KB")
-    hf.float()
+    save_bf16(hf, tmp_path)                     # BF16 weights: HF's reference holds the same values
     assert (tmp_path / "model.safetensors.index.json").exists() and len(list(tmp_path.glob("*.safetensors"))) > 2
     m = tffedu.model.load(tmp_path)
     assert (m.config.arch, m.config.attn_bias, m.config.qk_norm) == ("qwen2", ("attn_q", "attn_k", "attn_v"), False)

@@ -5,13 +5,12 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 import tffedu
 import tffedu.model
 from tffedu.config import ModelConfig, config_from_gguf, config_from_hf
 from tffedu.errors import ConfigError, SafetensorsError
-from hf_models import hf_logits, rel_err, tiny_qwen3moe, write_gguf
+from hf_models import hf_logits, rel_err, save_bf16, tiny_qwen3moe, write_gguf
 from test_sliding_window import argmax_chain
 
 TOL = 1e-4
@@ -59,12 +58,7 @@ def test_greedy_decode_and_batches(pair):
 def test_hf_folder_stacks_the_experts(tmp_path, dtype):
     hf = tiny_qwen3moe(seed=6, experts=8, top_k=2)
     if dtype == "bfloat16":
-        with torch.no_grad():
-            for p in hf.parameters():
-                p.copy_(p.to(torch.bfloat16).float())
-        hf.to(torch.bfloat16).save_pretrained(tmp_path, max_shard_size="20KB")   # experts across shards
-        hf.float()
-        hf.model.rotary_emb = type(hf.model.rotary_emb)(hf.config)
+        save_bf16(hf, tmp_path, max_shard_size="20KB")   # experts across shards
     else:
         hf.save_pretrained(tmp_path)
     m = tffedu.load(tmp_path)

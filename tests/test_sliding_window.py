@@ -12,7 +12,7 @@ from tffedu.config import config_from_gguf, config_from_hf
 from tffedu.errors import ConfigError, KVCacheError, ModelError
 from tffedu.kvcache import KVCache, paged_attention, paged_attention_varlen
 from tffedu.factory import OPS
-from hf_models import hf_logits, rel_err, tiny_mistral, write_gguf
+from hf_models import hf_logits, rel_err, save_bf16, tiny_mistral, write_gguf
 
 TOL = 1e-4
 PROMPT = [11, 250, 3, 499, 17, 17, 64, 128, 5, 300, 42, 7, 8, 9, 10, 400, 401, 2, 33, 44, 55]
@@ -241,11 +241,7 @@ def test_a_sequence_four_windows_long_in_one_window_of_pages(tmp_path):
 def test_hf_folder_bf16_sharded(tmp_path):
     "A Mistral HF folder (model_type mistral, BF16 shards + index): a llama with a window."
     hf = tiny_mistral(seed=5, hidden=96, heads=6, kv_heads=2, ffn=160, window=6)
-    with torch.no_grad():
-        for p in hf.parameters():
-            p.copy_(p.to(torch.bfloat16).float())
-    hf.to(torch.bfloat16).save_pretrained(tmp_path, max_shard_size="40KB")
-    hf.float()
+    save_bf16(hf, tmp_path)
     m = tffedu.load(tmp_path)
     assert (m.config.arch, m.config.sliding_window) == ("llama", 6)
     assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL

@@ -185,6 +185,12 @@ def _check_config(c: ModelConfig) -> None:
     if not isinstance(bias, (tuple, list)) or not all(isinstance(p, str) and p in ATTN_PROJ for p in bias):
         _bad("attn_bias", f"attn_bias must name projections among {', '.join(ATTN_PROJ)}, got {_short(bias)}")
     object.__setattr__(c, "attn_bias", tuple(p for p in ATTN_PROJ if p in bias))   # a tuple, in block order
+    _check_families(c)
+    rope_scale(c.rope_scaling)
+
+# %% ../notebooks/03b_config.ipynb #37b5a319
+def _check_families(c: ModelConfig) -> None:
+    "The fields of the later families (chapters 08a, 08c, 08d): sliding windows, Gemma's, the experts'."
     if not _is_int(c.sliding_window) or not 0 <= c.sliding_window <= LIMITS["context_length"]:
         _bad("sliding_window", f"sliding_window must be an integer in 0..{LIMITS['context_length']} "
                                f"(0: none), got {_short(c.sliding_window)}")
@@ -210,7 +216,6 @@ def _check_config(c: ModelConfig) -> None:
         v = getattr(c, name)
         if not _is_real(v) or not (v == 0 or lo <= v <= hi):
             _bad(name, f"{name} must be 0 (the default) or in {lo:g}..{hi:g}, got {_short(v)}")
-    rope_scale(c.rope_scaling)
 
 # %% ../notebooks/03b_config.ipynb #97f19f78
 def rope_scale(scaling) -> float:
@@ -282,7 +287,7 @@ def _full_layers(pattern, n_layer: int, where: str) -> tuple[int, ...]:
         raise ConfigError(f"{where}: a layer period in 0..{LIMITS['n_layer']} was expected, got {_short(pattern)}")
     return tuple(range(pattern - 1, n_layer, pattern)) if pattern else ()
 
-
+# %% ../notebooks/03b_config.ipynb #42f2c398
 def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
     """A ModelConfig from GGUF metadata and the tensors (a dict name -> TensorInfo or shape, or just
     names): they tell whether there is a separate output, the embedding's rows, and which attention
@@ -337,6 +342,17 @@ def config_from_gguf(meta: dict, tensors=()) -> ModelConfig:
         raise ConfigError(f"{where}: {e}") from None
 
 # %% ../notebooks/03b_config.ipynb #4b103a8a
+_HF_REFUSED = (   # config.json switches whose models tffedu would compute wrongly: (name, the one value run, why)
+    ("mlp_bias", False, "tffedu's feed-forward has no biases"),
+    ("use_bidirectional_attention", False, "that is an embedding model: tffedu generates, its attention is causal"),
+    ("final_logit_softcapping", 0.0, "tffedu does not soft-cap (Gemma 2 does; Gemma 3 does not)"),
+    ("attn_logit_softcapping", 0.0, "tffedu does not soft-cap (Gemma 2 does; Gemma 3 does not)"),
+    ("use_sliding_window", False, "tffedu's attention has a window on every layer or none (Qwen2's windows "
+                                  "on some layers are not supported)"),
+    ("decoder_sparse_step", 1, "some layers are dense: tffedu's mixtures of experts have experts in every layer"),
+)
+
+
 def _hf_rope(cfg: dict, source: str) -> tuple[dict, dict]:
     """(RoPE parameters of the layers that see everything, of the windowed ones) from transformers 5's
     `rope_parameters`: one set for all layers, or one per layer type (Gemma 3)."""
@@ -397,17 +413,9 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
         return kind(v)
 
     a = _HF_ARCHS[mt]
-    if get("mlp_bias", bool, False):
-        raise ConfigError(f"{source}: 'mlp_bias' is true, and tffedu's feed-forward has no biases")
-    if get("use_bidirectional_attention", bool, False):
-        raise ConfigError(f"{source}: 'use_bidirectional_attention' is true (an embedding model): tffedu "
-                          f"generates, its attention is causal")
-    for name in ("final_logit_softcapping", "attn_logit_softcapping"):
-        if cfg.get(name) is not None:
-            raise ConfigError(f"{source}: {name!r} is set, and tffedu does not soft-cap (Gemma 2 does; Gemma 3 does not)")
-    if get("use_sliding_window", bool, False):   # Qwen2's switch: a window on some layers only
-        raise ConfigError(f"{source}: 'use_sliding_window' is true, and tffedu's attention has a window "
-                          f"on every layer or none (Qwen2's windows on some layers are not supported)")
+    for name, default, why in _HF_REFUSED:
+        if get(name, type(default), default) != default:
+            raise ConfigError(f"{source}: {name!r} is {'true' if cfg[name] is True else _short(cfg[name])}, and {why}")
     # Mistral's window: `sliding_window` alone (null: none); beside Qwen2's switch, off, it means nothing
     window = 0 if "use_sliding_window" in cfg else get("sliding_window", int, 0)
     bias = ATTN_PROJ if get("attention_bias", bool, False) else a.attn_bias
@@ -425,9 +433,9 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     n_layer = get("num_hidden_layers")
     full = _hf_full_layers(cfg, a, n_layer, source) if window else ()
     base_swa = swa_rope.get("rope_theta", cfg.get("rope_local_base_freq", a.rope_base_swa)) if window else 0.0
-    if get("decoder_sparse_step", int, 1) != 1 or cfg.get("mlp_only_layers"):
-        raise ConfigError(f"{source}: 'decoder_sparse_step' / 'mlp_only_layers' make some layers dense; tffedu's "
-                          f"mixtures of experts have experts in every layer")
+    if cfg.get("mlp_only_layers"):
+        raise ConfigError(f"{source}: 'mlp_only_layers' make some layers dense; tffedu's mixtures of experts "
+                          f"have experts in every layer")
     n_expert = get("num_experts", int, 0) or get("num_local_experts", int, 0)   # Qwen's name, transformers 5's
     qs = get("query_pre_attn_scalar", float, 0.0)  # Gemma: scores scaled by its -1/2 power
     if cfg.get("query_pre_attn_scalar") is not None and not 0 < qs <= 1e12:

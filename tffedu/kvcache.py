@@ -290,7 +290,7 @@ def _storage(self: KVCache, what: str):
         raise KVCacheError(f"{what}: this cache keeps bookkeeping only (dtype=None); its K/V "
                            "live with the runner that owns them")
 
-
+# %% ../notebooks/09_kvcache.ipynb #d1990662
 @patch
 def write(self: KVCache, sid, layer: int, start: int, k: np.ndarray, v: np.ndarray) -> None:
     "Store K/V [n, n_kv_heads, head_dim] of positions start .. start+n-1 in one layer."
@@ -331,7 +331,6 @@ def commit(self: KVCache, sid, n: int, tokens) -> None:
             self.pool.publish(seq.pages[i], h, page_tokens)
     if self.window:
         self._slide(seq)
-
 
 # %% ../notebooks/09_kvcache.ipynb #2f2a8aa9
 @patch

@@ -80,6 +80,17 @@ def _byte_of(t: str) -> bytes:
             pass
     return b""
 
+
+def _piece_bytes(t: str, kind: int) -> bytes:
+    "What a token decodes to: a BYTE token its byte, a piece its text with ▁ as a space, a control token its text."
+    if kind == TokenType.BYTE:
+        return _byte_of(t)
+    if kind in (TokenType.NORMAL, TokenType.USER_DEFINED):
+        return t.replace(SPACE, " ").encode("utf-8")
+    if kind in (TokenType.CONTROL, TokenType.UNKNOWN):
+        return t.encode("utf-8")
+    return b""                                   # unused, undefined: nothing, as in llama.cpp
+
 # %% ../notebooks/04a_sentencepiece.ipynb #4e359d3a
 class SPMTokenizer(Tokenizer):
     """A SentencePiece vocabulary: pieces with scores, "▁" for a space, the UTF-8 bytes' <0xXX>
@@ -155,17 +166,7 @@ class SPMTokenizer(Tokenizer):
 
     def _pieces(self) -> list[bytes]:
         if self._piece_bytes is None:
-            out = []
-            for t, k in zip(self.tokens, self.token_types):
-                if k == TokenType.BYTE:
-                    out.append(_byte_of(t))
-                elif k in (TokenType.NORMAL, TokenType.USER_DEFINED):
-                    out.append(t.replace(SPACE, " ").encode("utf-8"))
-                elif k in (TokenType.CONTROL, TokenType.UNKNOWN):
-                    out.append(t.encode("utf-8"))
-                else:                            # unused, undefined: nothing, as in llama.cpp
-                    out.append(b"")
-            self._piece_bytes = out
+            self._piece_bytes = [_piece_bytes(t, k) for t, k in zip(self.tokens, self.token_types)]
         return self._piece_bytes
 
 # %% ../notebooks/04a_sentencepiece.ipynb #b25c96f3
