@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""Random-weight Qwen3-shaped GGUF files for the speed race (the real tensor shapes, the real
-Qwen2/Qwen3 vocabulary of 151936 tokens, so llama.cpp loads them too).
+"""Random-weight GGUF files for the speed race (the real tensor shapes, the real Qwen2/Qwen3
+vocabulary of 151936 tokens, so llama.cpp loads them too).
 
     python benchmarks/make_gguf.py qwen3-0.6b /tmp/models/qwen3-0.6b-q8_0.gguf
     python benchmarks/make_gguf.py qwen3-8b   /tmp/models/qwen3-8b-q4_k.gguf --type q4_k
     python benchmarks/make_gguf.py qwen3-30b-a3b /tmp/models/qwen3-30b-a3b-q8_0.gguf   # experts (qwen3moe)
+    python benchmarks/make_gguf.py qwen2.5-7b /tmp/models/qwen2.5-7b.gguf   # qwen2: q/k/v biases
+    python benchmarks/make_gguf.py mistral-7b /tmp/models/mistral-7b.gguf   # llama
+
+Mistral-7B's file keeps this vocabulary (151936 rows of embeddings and head, not Mistral's 32768:
+about 7 % more bytes a token, read alike by both engines).
 
 Weights are random blocks written straight as bytes (random codes, float16 scales and minimums
 sized for about 0.02 standard deviation like a trained model's), so an 8B file takes seconds, not
@@ -21,13 +26,18 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 VOCAB = ROOT / "tests" / "data" / "ggml-vocab-qwen2.gguf"
 
-# the published configs (config.json of Qwen/Qwen3-0.6B and Qwen/Qwen3-8B)
+# the published configs (config.json of Qwen/Qwen3-0.6B, Qwen/Qwen3-8B, Qwen/Qwen3-30B-A3B,
+# Qwen/Qwen2.5-7B and mistralai/Mistral-7B-v0.3); arch "qwen3" unless named
 MODELS = {
     "qwen3-0.6b": dict(n_layer=28, hidden=1024, n_head=16, n_kv=8, head_dim=128, ffn=3072, tied=True),
     "qwen3-8b": dict(n_layer=36, hidden=4096, n_head=32, n_kv=8, head_dim=128, ffn=12288, tied=False),
     # Qwen/Qwen3-30B-A3B: 128 experts of 768 in every layer, 8 per token (the `qwen3moe` architecture)
     "qwen3-30b-a3b": dict(n_layer=48, hidden=2048, n_head=32, n_kv=4, head_dim=128, ffn=6144, tied=False,
                           experts=128, experts_used=8, expert_ffn=768),
+    "qwen2.5-7b": dict(arch="qwen2", n_layer=28, hidden=3584, n_head=28, n_kv=4, head_dim=128, ffn=18944, tied=False,
+                       ctx=32768),
+    "mistral-7b": dict(arch="llama", n_layer=32, hidden=4096, n_head=32, n_kv=8, head_dim=128, ffn=14336, tied=False,
+                       eps=1e-5, ctx=32768),
 }
 N_VOCAB, THETA, EPS, CTX = 151936, 1e6, 1e-6, 40960
 
@@ -72,11 +82,12 @@ def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = No
     rng = np.random.default_rng(seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     E = c.get("experts", 0)
-    w = gguf.GGUFWriter(str(path), "qwen3moe" if E else "qwen3")
+    arch = "qwen3moe" if E else c.get("arch", "qwen3")
+    w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"random {name}")
     w.add_file_type(FILE_TYPES[qtype])
     w.add_block_count(c["n_layer"])
-    w.add_context_length(CTX)
+    w.add_context_length(c.get("ctx", CTX))
     w.add_embedding_length(c["hidden"])
     w.add_feed_forward_length(c["ffn"])
     w.add_head_count(c["n_head"])
@@ -84,7 +95,8 @@ def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = No
     w.add_key_length(c["head_dim"])
     w.add_value_length(c["head_dim"])
     w.add_rope_freq_base(THETA)
-    w.add_layer_norm_rms_eps(EPS)
+    w.add_rope_dimension_count(c["head_dim"])
+    w.add_layer_norm_rms_eps(c.get("eps", EPS))
     if E:
         w.add_expert_count(E)
         w.add_expert_used_count(c["experts_used"])
@@ -107,8 +119,11 @@ def write(name: str, path: pathlib.Path, seed: int = 0, n_layer: int | None = No
             for t, (rows, cols) in (("ffn_gate_exps", (Fe, D)), ("ffn_up_exps", (Fe, D)), ("ffn_down_exps", (D, Fe))):
                 blocks = random_blocks(qtype, E * rows, cols, rng).reshape(E, rows, -1)
                 w.add_tensor(p + t + ".weight", blocks, raw_dtype=raw)
-        for t, n in (("attn_norm", D), ("ffn_norm", D), ("attn_q_norm", c["head_dim"]),
-                     ("attn_k_norm", c["head_dim"])):
+        if arch == "qwen2":          # q, k and v biases, float32 as the converter writes them
+            for t, n in (("attn_q", q), ("attn_k", kv), ("attn_v", kv)):
+                w.add_tensor(p + t + ".bias", (0.02 * rng.standard_normal(n)).astype(np.float32))
+        qk_norms = (("attn_q_norm", c["head_dim"]), ("attn_k_norm", c["head_dim"])) if arch.startswith("qwen3") else ()
+        for t, n in (("attn_norm", D), ("ffn_norm", D)) + qk_norms:
             w.add_tensor(p + t + ".weight", ones(n))
     w.add_tensor("output_norm.weight", ones(D))
     if not c["tied"]:

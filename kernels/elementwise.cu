@@ -1,4 +1,4 @@
-// elementwise.cu: residual add, bias add and SwiGLU, plus casts between f32, f16 and bf16 (chapter 10).
+// elementwise.cu: residual add, bias add, SwiGLU and GeGLU, a scale, plus casts between f32, f16 and bf16 (chapter 10).
 // All f32 [n] flat arrays. v1: one element per thread; v2: float4 (16-byte) loads and stores,
 // grid-stride loop (needs n % 4 == 0 and 16-byte aligned pointers: cudaMalloc gives 256).
 #include "common.cuh"
@@ -45,6 +45,34 @@ extern "C" __global__ void swiglu_v2(const float4* __restrict__ g, const float4*
     }
 }
 PDL_READY(swiglu_v2);
+
+// geglu(gate, up) = gelu(gate) * up, GELU in its tanh form (Gemma's gated activation, chapter 08c)
+__device__ __forceinline__ float gelu_tanh(float g) {
+    return 0.5f * g * (1.f + tanhf(0.7978845608f * (g + 0.044715f * g * g * g)));   // sqrt(2/pi)
+}
+extern "C" __global__ void geglu_v1(const float* __restrict__ g, const float* __restrict__ u,
+                                    float* __restrict__ y, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = gelu_tanh(g[i]) * u[i];
+}
+
+extern "C" __global__ void geglu_v2(const float4* __restrict__ g, const float4* __restrict__ u,
+                                    float4* __restrict__ y, long n4) {
+    pdl_wait();
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (long)gridDim.x * blockDim.x) {
+        float4 a = g[i], b = u[i];
+        y[i] = make_float4(gelu_tanh(a.x) * b.x, gelu_tanh(a.y) * b.y, gelu_tanh(a.z) * b.z, gelu_tanh(a.w) * b.w);
+    }
+}
+PDL_READY(geglu_v2);
+
+// y = x * s (Gemma scales its embeddings by sqrt(hidden), chapter 08c)
+extern "C" __global__ void scale_f32(const float* __restrict__ x, float* __restrict__ y, long n, float s) {
+    pdl_wait();
+    for (long i = (long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        y[i] = x[i] * s;
+}
+PDL_READY(scale_f32);
 
 // Casts between the float types (activations into the 16-bit types of the tensor cores and of
 // the KV cache), and a copy of a [R, K] 16-bit matrix into a zero-padded [R, Kp] one (odd K).

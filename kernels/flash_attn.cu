@@ -3,7 +3,9 @@
 // Layout: Q [B?, Lq, Hq, D], K and V [B?, Lk, Hkv, D] (f16, head dim contiguous), O [B?, Lq, Hq, D].
 // GQA: query head h reads kv head h / (Hq / Hkv); K and V are never repeated in memory.
 // Causal with Lk >= Lq: query i sits at position i + (Lk - Lq) and sees keys 0 .. i + (Lk - Lq)
-// (a prefill continuing after Lk - Lq cached tokens).
+// (a prefill continuing after Lk - Lq cached tokens). A sliding window (causal, window > 0): it sees
+// only the last `window` of them, keys i + offs - window + 1 .. i + offs, and tiles before a block's
+// first visible key are never loaded (in the pages they may be gone).
 // PAGED = 1 (v2, v3): a whole step of many sequences in one launch, nothing read back to the host.
 // Q and O are the step's rows [N, Hq, D]: sequence b owns rows cu[b] .. cu[b+1] (the last ones of
 // its lens[b] tokens); its K and V stay in the cache's pages [P, ps, Hkv, D], read through its row
@@ -50,7 +52,7 @@ typedef float out_t;
 // ---------------------------------------------------------------------------------------------
 extern "C" __global__ void attn_naive(const __half* __restrict__ Q, const __half* __restrict__ K,
                                       const __half* __restrict__ V, out_t* __restrict__ O,
-                                      int Lq, int Lk, int Hq, int Hkv, float scale, int causal) {
+                                      int Lq, int Lk, int Hq, int Hkv, float scale, int causal, int window) {
     extern __shared__ float sc[];          // Lk scores, then HEAD_DIM floats of q
     __shared__ float red[32];
     const int qi = blockIdx.x, h = blockIdx.y, kvh = h / (Hq / Hkv);
@@ -59,12 +61,13 @@ extern "C" __global__ void attn_naive(const __half* __restrict__ Q, const __half
         qs[d] = __half2float(Q[((size_t)qi * Hq + h) * HEAD_DIM + d]);
     __syncthreads();
     const int last = causal ? qi + (Lk - Lq) : Lk - 1;
+    const int first = causal && window > 0 ? max(last - window + 1, 0) : 0;
     float mx = -INFINITY;
     for (int k = threadIdx.x; k < Lk; k += blockDim.x) {
         const __half* kr = K + ((size_t)k * Hkv + kvh) * HEAD_DIM;
         float s = 0.f;
         for (int d = 0; d < HEAD_DIM; d++) s += qs[d] * __half2float(kr[d]);
-        s = k <= last ? s * scale : -INFINITY;
+        s = k <= last && k >= first ? s * scale : -INFINITY;
         sc[k] = s;
         mx = fmaxf(mx, s);
     }
@@ -74,7 +77,7 @@ extern "C" __global__ void attn_naive(const __half* __restrict__ Q, const __half
     sum = block_sum(sum, red);             // its barriers also publish sc[]
     for (int d = threadIdx.x; d < HEAD_DIM; d += blockDim.x) {
         float o = 0.f;
-        for (int k = 0; k <= min(last, Lk - 1); k++) o += sc[k] * __half2float(V[((size_t)k * Hkv + kvh) * HEAD_DIM + d]);
+        for (int k = first; k <= min(last, Lk - 1); k++) o += sc[k] * __half2float(V[((size_t)k * Hkv + kvh) * HEAD_DIM + d]);
         O[((size_t)qi * Hq + h) * HEAD_DIM + d] = (out_t)(o / sum);
     }
 }
@@ -157,6 +160,12 @@ __device__ __forceinline__ bool block_seq(int b, int q0, int kvh, int Hq, int Hk
 #endif
 }
 
+// The first K/V tile a block whose first query row is q0 reads: tile 0, or with a sliding window the
+// one holding that row's oldest visible key (later rows of the block see later keys).
+__device__ __forceinline__ int first_tile(int q0, int offs, int causal, int window) {
+    return causal && window > 0 ? max(q0 + offs - window + 1, 0) / BC : 0;
+}
+
 // Grid: (ceil(Lq / BR), Hq, B); block: NWARPS warps. Warp w owns query rows q0 + 16w .. +15.
 // Per thread (lane = 4*g + t): rows g and g+8 of the warp's 16, columns 2t, 2t+1 of each n-tile
 // of 8 — the accumulator layout of mma.m16n8k16.
@@ -164,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32, MINB)
 flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
                out_t* __restrict__ O, int Lq, int Lk, int Hq, int Hkv, float scale_log2, int causal,
                long q_bstride, long kv_bstride, const int* __restrict__ cu, const int* __restrict__ lens,
-               const int* __restrict__ table, int ps, int max_pages, int n_pages) {
+               const int* __restrict__ table, int ps, int max_pages, int n_pages, int window) {
     pdl_wait();
     __shared__ __align__(16) __half sK[BC * LDS];
     __shared__ __align__(16) __half sV[BC * LDS];
@@ -202,11 +211,12 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;   // rows g and g+8 (l: this thread's part)
 
     const int last_key = causal ? min(Lk - 1, q0 + BR - 1 + offs) : Lk - 1;
-    const int ntiles = last_key / BC + 1;
+    const int ntiles = last_key / BC + 1, j0 = first_tile(q0, offs, causal, window);
+    const int win = causal ? window : 0;
 
-    load_tile(sK, Kb, 0, Lk);
+    load_tile(sK, Kb, j0 * BC, Lk);
     cp_async_commit();
-    for (int j = 0; j < ntiles; j++) {
+    for (int j = j0; j < ntiles; j++) {
         const int key0 = j * BC;
         load_tile(sV, Vb, key0, Lk);
         cp_async_commit();
@@ -228,15 +238,17 @@ flash_attn_fwd(const __half* __restrict__ Q, const __half* __restrict__ K, const
                 mma16816(s[2 * np + 1], qf[kc], b2, b3);
             }
         }
-        // mask: only tiles that cross the diagonal or the end of the keys need it
-        const bool need_mask = key0 + BC > Lk || (causal && key0 + BC - 1 > qw + offs);
+        // mask: only tiles that cross the diagonal, the end of the keys or a window's start need it
+        const bool need_mask = key0 + BC > Lk || (causal && key0 + BC - 1 > qw + offs)
+                               || (win > 0 && key0 <= qw + 15 + offs - win);
         if (need_mask) {
 #pragma unroll
             for (int nt = 0; nt < BC / 8; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     const int key = key0 + nt * 8 + 2 * t + (i & 1), q = qw + g + (i >= 2 ? 8 : 0);
-                    if (key >= Lk || (causal && key > q + offs)) s[nt][i] = -INFINITY;
+                    if (key >= Lk || (causal && key > q + offs) || (win > 0 && key <= q + offs - win))
+                        s[nt][i] = -INFINITY;
                 }
         }
         // online softmax, base 2 (scale_log2 = scale * log2(e))
@@ -339,7 +351,7 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32, 1)
 flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, const __half* __restrict__ V,
                   out_t* __restrict__ O, int Lq, int Lk, int Hq, int Hkv, float scale_log2, int causal,
                   long q_bstride, long kv_bstride, const int* __restrict__ cu, const int* __restrict__ lens,
-                  const int* __restrict__ table, int ps, int max_pages, int n_pages) {
+                  const int* __restrict__ table, int ps, int max_pages, int n_pages, int window) {
     pdl_wait();
     extern __shared__ __align__(16) unsigned char smem_raw[];
     __half* sQ = reinterpret_cast<__half*>(smem_raw);   // [BR3][LDS]
@@ -369,27 +381,28 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
         l[mt][0] = l[mt][1] = 0.f;
     }
     const int last_key = causal ? min(Lk - 1, q0 + BR3 - 1 + offs) : Lk - 1;
-    const int ntiles = last_key / BC + 1;
+    const int ntiles = last_key / BC + 1, j0 = first_tile(q0, offs, causal, window);
+    const int win = causal ? window : 0;
 
     load_rows(sQ, Rows{Qb, qstride, nullptr, 1}, q0, Lq, BR3);
     cp_async_commit();
-    load_rows(sK, Kb, 0, Lk, BC);
+    load_rows(sK, Kb, j0 * BC, Lk, BC);
 #if KV2
-    load_rows(sV, Vb, 0, Lk, BC);
+    load_rows(sV, Vb, j0 * BC, Lk, BC);
 #endif
     cp_async_commit();
-    for (int j = 0; j < ntiles; j++) {
+    for (int j = j0; j < ntiles; j++) {
         const int key0 = j * BC;
 #if KV2
         // Two buffers each for K and V: wait for tile j, then (after the one barrier, which also says
         // every warp is done with tile j-1's buffers) start tile j+1's copies into those buffers.
-        const __half* cK = sK + (j & 1) * BC * LDS;
-        const __half* cV = sV + (j & 1) * BC * LDS;
+        const __half* cK = sK + ((j - j0) & 1) * BC * LDS;
+        const __half* cV = sV + ((j - j0) & 1) * BC * LDS;
         cp_async_wait<0>();
         __syncthreads();
         if (j + 1 < ntiles) {
-            load_rows(sK + ((j + 1) & 1) * BC * LDS, Kb, key0 + BC, Lk, BC);
-            load_rows(sV + ((j + 1) & 1) * BC * LDS, Vb, key0 + BC, Lk, BC);
+            load_rows(sK + ((j + 1 - j0) & 1) * BC * LDS, Kb, key0 + BC, Lk, BC);
+            load_rows(sV + ((j + 1 - j0) & 1) * BC * LDS, Vb, key0 + BC, Lk, BC);
         }
         cp_async_commit();
 #else
@@ -425,7 +438,8 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
                 }
             }
         }
-        const bool need_mask = key0 + BC > Lk || (causal && key0 + BC - 1 > qw + offs);
+        const bool need_mask = key0 + BC > Lk || (causal && key0 + BC - 1 > qw + offs)
+                               || (win > 0 && key0 <= qw + 16 * MT - 1 + offs - win);
         if (need_mask) {
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -434,7 +448,8 @@ flash_attn_fwd_v3(const __half* __restrict__ Q, const __half* __restrict__ K, co
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
                         const int key = key0 + nt * 8 + 2 * t + (i & 1), q = qw + mt * 16 + g + (i >= 2 ? 8 : 0);
-                        if (key >= Lk || (causal && key > q + offs)) s[mt][nt][i] = -INFINITY;
+                        if (key >= Lk || (causal && key > q + offs) || (win > 0 && key <= q + offs - win))
+                            s[mt][nt][i] = -INFINITY;
                     }
         }
 #pragma unroll

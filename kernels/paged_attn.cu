@@ -9,6 +9,8 @@
 // (b, kv head, split) computes, for its keys, the partial softmax state (m, l, acc) of the GROUP
 // query heads that share the kv head (GQA: K/V are read once for the whole group), and a second
 // kernel merges the splits:  m = max m_s,  l = sum l_s 2^(m_s - m),  o = sum acc_s 2^(m_s - m) / l.
+// A sliding window (window > 0) makes the keys the last `window` of the sequence, and the splits
+// cut those: the pages before them are never read (and may be gone: -1 in the table).
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -71,7 +73,7 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32)
 paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
                   const int* __restrict__ page_table, int max_pages, int n_pages, const int* __restrict__ seq_lens,
                   float* __restrict__ part_o, float* __restrict__ part_ml, float* __restrict__ out,
-                  int Hkv, int page_size, int split_len, float scale_log2) {
+                  int Hkv, int page_size, int split_len, float scale_log2, int window) {
     pdl_wait();
     __shared__ float s_acc[NWARPS][GROUP][HEAD_DIM];
     __shared__ float s_m[NWARPS][GROUP], s_l[NWARPS][GROUP];
@@ -79,7 +81,8 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     const int Hq = Hkv * GROUP;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int d0 = (lane % LPK) * 8;
-    const int L = seq_lens[b], start = split * split_len, end = min(start + split_len, L);
+    const int L = seq_lens[b], lo = window > 0 ? max(L - window, 0) : 0;   // keys lo .. L-1
+    const int start = lo + split * split_len, end = min(start + split_len, L);
     const int* pt = page_table + (size_t)b * max_pages;
     if (S > 1 && start >= L) return;                        // an empty split: the reduce skips it
 
@@ -193,13 +196,13 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
 PDL_READY(paged_attn_decode);
 
 // Merge the splits: grid (B * Hq), block HEAD_DIM threads (whole warps when QUANT). Only the
-// splits that hold keys are read, n = ceil(seq_len / split_len) of the S (the decode kernel writes
+// splits that hold keys are read, n = ceil(keys / split_len) of the S (the decode kernel writes
 // nothing for the others): a 2,000-token context in a table bucketed to 4,096 merges 16, not 32.
 // The loads of one pass do not depend on each other, so they are unrolled to be in flight together;
 // the sums run over the splits in order, as a loop over all S would (an empty split adds 0).
 extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                              float* __restrict__ out, int S, const int* __restrict__ seq_lens,
-                                             int Hq, int split_len) {
+                                             int Hq, int split_len, int window) {
     pdl_wait();
     constexpr int W = HEAD_DIM < 32 ? HEAD_DIM : 32;           // lanes of each warp of the block
     constexpr unsigned MASK = W == 32 ? 0xffffffffu : (1u << W) - 1u;
@@ -207,7 +210,8 @@ extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, c
     __shared__ float s_max[NW];
     const size_t row = blockIdx.x;
     const int d = threadIdx.x;
-    const int n = min(S, (seq_lens[row / Hq] + split_len - 1) / split_len);
+    const int L = seq_lens[row / Hq], keys = window > 0 ? min(L, window) : L;
+    const int n = min(S, (keys + split_len - 1) / split_len);
     const float* ml = part_ml + row * S * 2;
     float M = -INFINITY;                                       // the max over the splits: the block's
     for (int s = d; s < n; s += HEAD_DIM) M = fmaxf(M, ml[2 * s]);   // threads take one split each,

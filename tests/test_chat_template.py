@@ -1,7 +1,8 @@
 """Chat templates: tffedu renders exactly the strings HF transformers' apply_chat_template renders.
 
-Templates: SmolLM2's (as stored in its GGUF; transformers reads it from the file itself) and
-Qwen3's (tests/data/qwen3_chat_template.jinja, the real Qwen3-0.6B template).
+Templates: SmolLM2's (as stored in its GGUF; transformers reads it from the file itself), Qwen3's
+(tests/data/qwen3_chat_template.jinja, the real Qwen3-0.6B template), and Mistral's and Gemma 3's
+(tests/data: Mistral-7B-Instruct-v0.1's, Mistral-Small-3.1's, gemma-3-4b-it's).
 """
 import datetime
 
@@ -162,3 +163,80 @@ def test_errors():
         tok.apply_chat_template(["hello"], chat_template="{{ 1 }}")
     with pytest.raises(TokenizerError, match="chat template"):
         tok.apply_chat_template([{"role": "user", "content": "x"}], chat_template="{% for %}")
+
+
+# ---- Mistral's and Gemma 3's templates (issue 30): the models' own, rendered as transformers renders them
+FAMILY_TEMPLATES = {
+    "mistral-7b-v0.1": "mistral_7b_v0.1_chat_template.jinja",
+    "mistral-small-3.1": "mistral_small_3.1_chat_template.jinja",
+    "gemma3": "gemma3_chat_template.jinja",
+}
+PARTS = {"role": "user", "content": [{"type": "text", "text": "  What is in it?  "}, {"type": "image"},
+                                     {"type": "text", "text": "Be brief."}]}
+FAMILY_CHATS = {
+    "one user turn": CHATS["one user turn"],
+    "multi-turn": CHATS["multi-turn"],
+    "system + multi-turn": CHATS["system + multi-turn"],
+    "ends with assistant": CHATS["ends with assistant"],
+    "unicode and newlines": CHATS["unicode and newlines"],
+    "content parts": [PARTS],
+    "system as parts": [{"role": "system", "content": [{"type": "text", "text": "Be terse."}]}, PARTS],
+    # roles that do not alternate: Gemma's and Mistral 7B's templates raise; Mistral Small's check
+    # never fires (its list, extended inside a loop, is the loop's own: Jinja scoping)
+    "two user turns in a row": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
+    "assistant first": [{"role": "assistant", "content": "a"}],
+}
+
+
+def _hf_render(hf, msgs, **kw):
+    "transformers' text, or the exception it raised (its `raise_exception`, or Jinja's own)."
+    try:
+        return hf.apply_chat_template(msgs, tokenize=False, **kw)
+    except Exception as e:      # noqa: BLE001  (the reference's error, compared by kind below)
+        return e
+
+
+@pytest.mark.parametrize("gen", [True, False])
+@pytest.mark.parametrize("chat", list(FAMILY_CHATS))
+@pytest.mark.parametrize("family", list(FAMILY_TEMPLATES))
+def test_family_templates_match_hf(qwen3, family, chat, gen):
+    """Each family's template (tests/data) over plain, system, multi-turn, content-part and broken
+    chats: the text transformers renders, or an error where it raises one (Mistral 7B v0.1 has no
+    system role; roles must alternate)."""
+    ours, hf, _ = qwen3
+    template = (DATA / FAMILY_TEMPLATES[family]).read_text()
+    msgs = FAMILY_CHATS[chat]
+    want = _hf_render(hf, msgs, chat_template=template, add_generation_prompt=gen)
+    if isinstance(want, Exception):
+        with pytest.raises(TokenizerError, match="chat template"):
+            ours.apply_chat_template(msgs, add_generation_prompt=gen, chat_template=template)
+    else:
+        assert ours.apply_chat_template(msgs, add_generation_prompt=gen, chat_template=template) == want
+
+
+@pytest.mark.parametrize("family", ["mistral-7b-v0.1", "gemma3"])
+def test_family_templates_refuse_roles_that_do_not_alternate(qwen3, family):
+    "The template's own raise_exception: transformers raises, and tffedu's TokenizerError carries its words."
+    ours, hf, _ = qwen3
+    template = (DATA / FAMILY_TEMPLATES[family]).read_text()
+    msgs = FAMILY_CHATS["two user turns in a row"]
+    assert isinstance(_hf_render(hf, msgs, chat_template=template), Exception)
+    with pytest.raises(TokenizerError, match="roles must alternate"):
+        ours.apply_chat_template(msgs, chat_template=template)
+
+
+def test_mistral_small_tools_match_hf(qwen3):
+    "Mistral Small 3.1's tool prompt: selectattr, tojson of each function's fields, tool calls and results."
+    ours, hf, _ = qwen3
+    template = (DATA / FAMILY_TEMPLATES["mistral-small-3.1"]).read_text()
+    tools = [{"type": "function", "function": {
+        "name": "get_weather", "description": "Weather <now> & later",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    msgs = [{"role": "user", "content": "Weather in Zürich?"},
+            {"role": "assistant", "tool_calls": [{"id": "call_0123456789", "type": "function",
+                                                  "function": {"name": "get_weather", "arguments": {"city": "Zürich"}}}]},
+            {"role": "tool", "tool_call_id": "call_0123456789", "content": "{\"temp\": 3}"},
+            {"role": "assistant", "content": "3 degrees."}, {"role": "user", "content": "Thanks"}]
+    want = hf.apply_chat_template(msgs, tools=tools, chat_template=template, tokenize=False)
+    assert ours.apply_chat_template(msgs, tools=tools, chat_template=template) == want
+    assert "[AVAILABLE_TOOLS]" in want and "[TOOL_RESULTS]" in want

@@ -26,8 +26,9 @@ def A(C):
     return A
 
 
-def attention_ref(q, k, v, causal=True, scale=None):
-    "float64: q [Lq, Hq, D], k/v [Lk, Hkv, D]; causal: query i at position i + Lk - Lq."
+def attention_ref(q, k, v, causal=True, scale=None, window=0):
+    """float64: q [Lq, Hq, D], k/v [Lk, Hkv, D]; causal: query i at position i + Lk - Lq (with a
+    window, it sees keys i + Lk - Lq - window + 1 .. i + Lk - Lq)."""
     Lq, Hq, D = q.shape
     Lk, Hkv, _ = k.shape
     scale = 1 / math.sqrt(D) if scale is None else scale
@@ -36,7 +37,8 @@ def attention_ref(q, k, v, causal=True, scale=None):
     v = np.repeat(v.astype(np.float64), G, axis=1)
     s = np.einsum("qhd,khd->hqk", q.astype(np.float64), k) * scale
     if causal:
-        s = np.where(np.arange(Lk)[None, :] <= np.arange(Lq)[:, None] + (Lk - Lq), s, -np.inf)
+        key, pos = np.arange(Lk)[None, :], np.arange(Lq)[:, None] + (Lk - Lq)
+        s = np.where((key <= pos) & ((key > pos - window) if window else True), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     p /= p.sum(-1, keepdims=True)
     return np.einsum("hqk,khd->qhd", p, v)
@@ -65,6 +67,31 @@ def test_flash_attention(A, rng, D, G, Lq, Lk, causal):
         out = poisoned((Lq, Hq, D))
         A.flash_attention(dev(q), dev(k), dev(v), out=out, causal=causal, version=version)
         assert frob(host(out), ref) < 4e-3, version
+
+
+@gpu
+@pytest.mark.parametrize("W", [1, 5, 64, 100, 700])
+@pytest.mark.parametrize("D", [64, 128])
+@pytest.mark.parametrize("Lq,Lk", [(1, 1), (17, 17), (100, 300), (257, 257), (1, 900), (333, 333)])
+def test_flash_attention_sliding_window(A, rng, W, D, Lq, Lk):
+    """A sliding window (Mistral, Gemma 3): each query sees its last W keys. Versions 1-3 and version
+    3's double buffer against float64, GQA 4:1; windows of one key, shorter than a tile, across
+    tiles and longer than the sequence; the tiles before a block's window are skipped, not masked."""
+    Hkv, G = 2, 4
+    q = rng.standard_normal((Lq, G * Hkv, D)).astype(np.float16)
+    k = rng.standard_normal((Lk, Hkv, D)).astype(np.float16)
+    v = rng.standard_normal((Lk, Hkv, D)).astype(np.float16)
+    ref = attention_ref(q, k, v, True, window=W)
+    for version, cfg in ((2, None), (3, None), (3, {"version": 3, "KV2": 1, "GRID_HQ": 1}), (1, None)):
+        out = poisoned(q.shape)
+        A.flash_attention(dev(q), dev(k), dev(v), out=out, window=W, version=None if cfg else version, config=cfg)
+        assert frob(host(out), ref) < 4e-3, (version, cfg)
+    out = host(A.flash_attention(dev(q), dev(k), dev(v), window=W))        # the default: never version 4
+    assert frob(out, ref) < 4e-3
+    if W < Lk:
+        assert frob(out, attention_ref(q, k, v, True)) > 1e-2             # the window changed the answer
+    with pytest.raises(A.ShapeError, match="version 4 has no sliding window"):
+        A.flash_attention(dev(q), dev(k), dev(v), window=W, version=4)
 
 
 @gpu
@@ -485,3 +512,13 @@ def test_kv_store_then_paged_prefill(A, rng, ps):
     A.paged_attention(dev(q), kp, vp, dev(table), L, out=out)
     ref = attention_ref(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16))
     assert frob(host(out), ref) < 4e-3
+
+
+def test_a_window_is_an_integer_of_zero_or_more():
+    "The launchers' `window` attribute (any machine: checked before a kernel is named)."
+    from tffedu.errors import ShapeError
+    from tffedu.ops.cuda_attention import sliding_window
+    assert sliding_window(0) == 0 and sliding_window(np.int64(4096)) == 4096
+    for bad in (-1, 1.5, True, "4", None):
+        with pytest.raises(ShapeError, match="window must be an integer"):
+            sliding_window(bad)

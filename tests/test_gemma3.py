@@ -12,7 +12,7 @@ import torch
 import tffedu
 import tffedu.model
 from tffedu.config import ARCHS, config_from_gguf, config_from_hf
-from tffedu.errors import ConfigError, ModelError
+from tffedu.errors import ConfigError
 from hf_models import hf_logits, rel_err, save_bf16, tiny_gemma3, write_gguf
 from test_sliding_window import argmax_chain
 
@@ -167,15 +167,6 @@ def test_the_row_is_transformers_model():
     "Gemma 3's row against transformers' class: q/k norms, four norms per layer, no biases."
     a = ARCHS["gemma3"]
     assert (a.rope_type, a.qk_norm, a.post_norms, a.attn_bias, a.full_every) == ("neox", True, True, (), 6)
-
-
-def test_gpu_refuses_what_it_cannot_run(tmp_path):
-    "The CUDA kernels take no window yet: a Gemma 3 is refused on 'cuda' by name, before any GPU work."
-    from tffedu.model import Model
-    from tffedu.modelfile import open_model
-    path = write_gguf(tiny_gemma3(seed=1, window=16, ctx=64), tmp_path / "g.gguf")
-    with pytest.raises(ModelError, match="sliding window of 16 keys.*CPU only"):
-        Model(open_model(path), "cuda", n_ctx=64, warm=False)
 
 
 def test_generate_batch_equals_each_alone(tmp_path):

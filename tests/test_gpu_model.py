@@ -1,6 +1,7 @@
 """A whole model on the GPU (chapter 13, issue 9), against HF transformers float32 and the CPU.
 
-* random Qwen3, Llama and Qwen2 models of several shapes and weight types: GPU logits vs HF's (relative
+* random Qwen3, Llama, Qwen2, Mistral (windows shorter than the test's 60 tokens) and Gemma 3 models
+  of several shapes and weight types: GPU logits vs HF's (relative
   error and argmax agreement), GPU greedy text vs HF's greedy text;
 * real weights: SmolLM2 cut to its first blocks (`tools/cut_gguf.py`; HF loads the same file):
   teacher-forced top-1 agreement with HF >= 98 %;
@@ -18,7 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from hf_models import hf_greedy, hf_logits, tiny_llama, tiny_qwen2, tiny_qwen3, write_gguf
+from hf_models import (hf_greedy, hf_logits, save_bf16, tiny_gemma3, tiny_llama, tiny_mistral, tiny_qwen2, tiny_qwen3,
+                       write_gguf)
 
 pytestmark = pytest.mark.gpu
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,6 +47,17 @@ SHAPES = [
     ("qwen2 h96 6/2 hd16 Q5_1", lambda: tiny_qwen2(hidden=96, heads=6, kv_heads=2, ffn=160, seed=14), "Q5_1", 3e-2),
     ("qwen3 h64 8/2 hd32 fallbacks Q4_K_M", lambda: tiny_qwen3(hidden=64, heads=8, kv_heads=2, head_dim=32, ffn=256,
                                                                seed=15), "Q4_K_M", 3e-2),
+    # sliding windows (chapter 08a) and Gemma 3 (chapter 08c): windows far shorter than 60 tokens
+    ("mistral h128 4/2 hd32 window 5 F32", lambda: tiny_mistral(hidden=128, heads=4, kv_heads=2, ffn=256, window=5,
+                                                                 seed=16), "F32", 3e-3),
+    ("mistral h128 8/2 hd16 window 8 Q8_0", lambda: tiny_mistral(hidden=128, heads=8, kv_heads=2, ffn=256, window=8,
+                                                                  seed=17), "Q8_0", 3e-2),
+    ("gemma3 h128 4/2 hd64 window 6 F32", lambda: tiny_gemma3(hidden=128, heads=4, kv_heads=2, head_dim=64, ffn=256,
+                                                               window=6, seed=18), "F32", 3e-3),
+    ("gemma3 h128 2/1 hd256 window 16 Q8_0", lambda: tiny_gemma3(hidden=128, layers=6, heads=2, kv_heads=1, head_dim=256,
+                                                                  ffn=256, window=16, seed=19), "Q8_0", 3e-2),
+    ("gemma3 h96 3/3 hd128 untied window 9 BF16", lambda: tiny_gemma3(hidden=96, heads=3, kv_heads=3, head_dim=128,
+                                                                       ffn=160, tied=False, window=9, seed=20), "BF16", 2e-2),
 ]
 
 
@@ -80,6 +93,29 @@ def test_logits_and_greedy_match_hf(tmp_path, name, make, wtype, tol, capfd):
     assert np.all(gap <= 2 * tol * np.abs(ref).max(-1)), gap
     if wtype == "F32":
         print(f"{name:38s} greedy == HF's: {ours == hf_greedy(hf, prompt, 12)}")
+
+
+FOLDERS = {
+    "qwen2": lambda: tiny_qwen2(hidden=128, heads=4, kv_heads=2, ffn=256, seed=23),
+    "mistral": lambda: tiny_mistral(hidden=128, heads=4, kv_heads=2, ffn=256, window=6, seed=24),
+    "gemma3": lambda: tiny_gemma3(hidden=128, heads=4, kv_heads=2, head_dim=64, ffn=256, window=6,
+                                  query_pre_attn_scalar=48, seed=25),
+}
+
+
+@pytest.mark.parametrize("family", list(FOLDERS))
+def test_bf16_hf_folders_match_hf_on_cuda(tmp_path, family):
+    """The three later families as HF folders (BF16 shards with an index, as released) on the GPU:
+    logits against HF float32 on the same rounded weights, past the window."""
+    hf = FOLDERS[family]()
+    save_bf16(hf, tmp_path)
+    m = load_cuda(tmp_path, n_ctx=256)
+    ids = np.random.default_rng(1).integers(0, 400, 40).tolist()
+    for n in (1, 40):
+        got, ref = m.logits(ids[:n]), hf_logits(hf, ids[:n])
+        err = np.abs(got - ref).max() / np.abs(ref).max()
+        print(f"{family} HF folder BF16 T={n:2d} rel err {err:.1e}")
+        assert err < 2e-2
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +176,39 @@ def test_generate_batch_equals_generate_on_cuda(tiny):
         engine_of(tiny, max_batch=4, prefix_caching=caching)
         assert [o.tokens for o in tiny.generate_batch(ps, max_new_tokens=12)] == alone
     assert engine_of(tiny).runner.stats["replayed"] > 0       # decode ran from CUDA graphs
+
+
+@pytest.mark.parametrize("family", ["mistral", "gemma3"])
+def test_windowed_models_on_cuda(tmp_path, family):
+    """Sliding windows through the engine on the GPU: generate_batch == generate (CUDA graphs
+    replaying); and for Mistral (every layer windowed), a pool of exactly the pages one window needs
+    runs a prompt and 4 windows of new tokens with no preemption, the tokens HF's top-1 along them."""
+    from tffedu.engine import Engine, engine_of
+    from tffedu.kvcache import KVCache
+    W, P = 8, 4
+    hf = tiny_mistral(seed=21, window=W) if family == "mistral" else tiny_gemma3(seed=22, window=W)
+    m = load_cuda(write_gguf(hf, tmp_path / "m.gguf"), n_ctx=256)
+    ps = prompts(5, 3, hi=30)
+    alone = [m.generate(p, max_new_tokens=20, ignore_eos=True).tokens for p in ps]
+    assert [o.tokens for o in m.generate_batch(ps, max_new_tokens=20, ignore_eos=True)] == alone
+    assert engine_of(m).runner.stats["replayed"] > 0
+    if family != "mistral":
+        return
+    prompt, n_new = ps[0][:6], 4 * W
+    probe = KVCache(1, 1, 1, 1, P, dtype=None, window=W)
+    eng = Engine(m, page_size=P, num_pages=probe.most_pages(len(prompt), len(prompt) + n_new))
+    assert eng.cache.window == W and eng.cache.num_pages == probe.pages_for(W) + 1
+    req = eng.add(prompt, max_new_tokens=n_new, ignore_eos=True)
+    held = []
+    while eng.busy:
+        eng.step()
+        held.append(eng.cache.num_pages - eng.cache.n_free_pages)
+    assert max(held) <= probe.pages_for(W) + 1 and eng.stats["preempted"] == 0
+    ref = hf_logits(hf, prompt + req.tokens)[len(prompt) - 1:-1]
+    gap = ref.max(-1) - ref[np.arange(n_new), req.tokens]
+    assert np.all(gap <= 2 * 3e-3 * np.abs(ref).max(-1)), gap
+    print(f"{family}: {len(prompt)} + {n_new} tokens in a pool of {eng.cache.num_pages} pages of {P}, "
+          f"held at most {max(held)}; every token HF's top-1: {bool((ref.argmax(-1) == req.tokens).all())}")
 
 
 def test_seeded_sampling_repeats_on_cuda(tiny):

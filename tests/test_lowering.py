@@ -16,7 +16,7 @@ from tffedu import lowering as R
 from tffedu.models import create
 from tffedu.sampling import SamplingParams
 from tffedu.tensor import F16
-from hf_models import tiny_llama, tiny_qwen3, write_gguf
+from hf_models import tiny_gemma3, tiny_llama, tiny_mistral, tiny_qwen2, tiny_qwen3, write_gguf
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +33,12 @@ def files(tmp_path_factory):
         # llama.cpp's mix: Q4_K, with Q6_K for attn_v and ffn_down in the layers that get more bits
         "qwen3 Q4_K_M": write_gguf(tiny_qwen3(hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=512,
                                               seed=7), d / "k.gguf", "Q4_K_M"),
+        # the later families (chapters 08a, 08c): head dims of 32, windows the context outgrows
+        "qwen2 Q8_0": write_gguf(tiny_qwen2(hidden=128, heads=4, kv_heads=2, ffn=128, seed=8), d / "q2.gguf", "Q8_0"),
+        "mistral Q8_0": write_gguf(tiny_mistral(hidden=128, heads=4, kv_heads=2, ffn=128, window=4, seed=9),
+                                   d / "m.gguf", "Q8_0"),
+        "gemma3 Q8_0": write_gguf(tiny_gemma3(hidden=128, heads=4, kv_heads=2, head_dim=32, ffn=128, window=4,
+                                              seed=10), d / "g.gguf", "Q8_0"),
     }
 
 
@@ -86,6 +92,25 @@ def test_decode_fuses_the_gemv_epilogues(files, name, B):
         assert sum(v.numel for v in parts) == cat.numel and cat.name.endswith(".qkv")
 
 
+def test_which_decode_fusions_fire_for_the_later_families(files):
+    """Qwen2 and Mistral (a Llama) fuse as Llama does, the windows kept on their attention; Qwen2's
+    q/k/v biases stay adds (no bias epilogue). Gemma 3: GeGLU is no SwiGLU epilogue, and a norm sits
+    between each sub-block's last matmul and its residual add, so neither epilogue fires; q/k/v, the
+    gate and up pair, the rotations with the K/V store, the packed attention output (read by a
+    `matmul_q8` o-projection) and the norms' quantization still do."""
+    for name in ("qwen2 Q8_0", "mistral Q8_0"):
+        ops, L = ops_of(files[name], "decode", 1, 1)
+        assert (ops["matmul_swiglu"], ops["matmul_add"], ops["matmul_cat"], ops["rmsnorm_q8"]) == (L, 2 * L, L, 2 * L + 1)
+        assert ops["paged_attention_q8"] == L and ops["add"] == (3 * L if name.startswith("qwen2") else 0)
+    g = lowered(files["mistral Q8_0"], "decode", 1, 1)
+    assert {n.attrs.get("window") for n in g.nodes if n.op == "paged_attention_q8"} == {4}
+    ops, L = ops_of(files["gemma3 Q8_0"], "decode", 1, 1)
+    assert ops["matmul_swiglu"] == ops["matmul_add"] == 0 and ops["geglu"] == L and ops["add"] == 2 * L
+    assert (ops["matmul_cat"], ops["qk_norm_rope_store"], ops["paged_attention_q8"]) == (2 * L, L, L)
+    assert ops["matmul_q8"] == L + 1 and ops["matmul"] == L            # o-projections + head; the down ones
+    assert ops["rmsnorm_q8"] == 2 * L + 1 and ops["rmsnorm"] == 2 * L   # the post-norms stay f32
+
+
 def test_prefill_and_other_weights_keep_the_plain_ops(files):
     for name, kind, N, B in (("qwen3 Q8_0", "prefill", 16, 1), ("qwen3 Q8_0", "prefill", 32, 4),
                              ("qwen3 F16", "decode", 1, 1)):
@@ -102,7 +127,8 @@ def test_cpu_lowering_is_the_identity(files):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0", "qwen3 Q8_0 hd32"])
+@pytest.mark.parametrize("name", ["qwen3 Q8_0", "llama Q8_0", "qwen3 Q8_0 hd32", "qwen2 Q8_0", "mistral Q8_0",
+                                  "gemma3 Q8_0"])
 def test_fused_decode_equals_unfused_on_the_gpu(files, name, monkeypatch):
     from tffedu.engine import Engine
     prompts = [np.random.default_rng(i).integers(0, 400, 5 + 3 * i).tolist() for i in range(3)]

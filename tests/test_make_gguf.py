@@ -47,3 +47,20 @@ def test_a_mixture_of_experts_file_loads_and_runs(tmp_path, monkeypatch):
     c = m.config
     assert (c.arch, c.n_expert, c.n_expert_used, c.expert_ffn_size, c.norm_topk_prob) == ("qwen3moe", 8, 2, 64, True)
     assert np.isfinite(m.logits([1, 2, 3])).all()
+
+
+@pytest.mark.parametrize("name,arch", [("qwen2.5-7b", "qwen2"), ("mistral-7b", "llama")])
+def test_the_other_families_load_and_run(tmp_path, monkeypatch, name, arch):
+    """The Qwen2.5-7B and Mistral-7B recipes, shrunk: a qwen2 file with q/k/v biases (and no q/k norms),
+    a llama one; gguf-py reads the architecture and tffedu loads and runs them."""
+    import tffedu
+    monkeypatch.setitem(make_gguf.MODELS, "tiny", dict(make_gguf.MODELS[name], n_layer=1, hidden=256, n_head=2,
+                                                      n_kv=1, ffn=512))
+    path = make_gguf.write("tiny", tmp_path / "t.gguf")
+    r = gguf.GGUFReader(str(path))
+    names = {t.name for t in r.tensors}
+    assert bytes(r.fields["general.architecture"].parts[-1]).decode() == arch
+    assert ("blk.0.attn_q.bias" in names) == (arch == "qwen2") and "blk.0.attn_q_norm.weight" not in names
+    m = tffedu.load(path, n_ctx=64)
+    assert m.config.arch == arch and m.config.context_length == 32768
+    assert np.isfinite(m.logits([1, 2, 3])).all()

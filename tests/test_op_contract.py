@@ -145,6 +145,12 @@ def paged_batch(chunks, starts, Hq, Hkv, D, page_size, decode=False, pad_rows=0,
     return [q, k, v, k_pages, v_pages, slots, pt, seq_lens, cu, pos], attrs
 
 
+def drop_left_pages(tables, first_pos, window: int, page_size: int) -> None:
+    "Mark -1 the pages of sequence b wholly before the oldest key its row at first_pos[b] sees (in place)."
+    for b, p in enumerate(first_pos):
+        tables[b, :max(int(p) - window + 1, 0) // page_size] = -1
+
+
 def varlen_ref(args, attrs):
     "Store, then attend: float64 through the page tables, by torch SDPA; also the pages after."
     q, k, v, kp, vp, slots, pt, lens, cu, pos = args
@@ -331,15 +337,22 @@ def _():
     a, b = f32(4, 48), weight(f32(48), "BF16")
     return (lambda: ([a, b], {})), (lambda args, kw: args[0].astype(np.float64) + dequant(args[1]))
 
-# Gemma 3's (chapter 08c): GeGLU and the embedding's scale; the CPU's only so far (the model refuses CUDA)
-@case("geglu", "[5, 96]", cpu_only=True)
+# Gemma 3's (chapter 08c): GeGLU and the embedding's scale
+@case("geglu", "[5, 96]")
 def _():
     g, u = f32(5, 96, scale=3), f32(5, 96)
     return (lambda: ([g, u], {})), (lambda a, kw: torch.nn.functional.gelu(
         torch.from_numpy(a[0]).double(), approximate="tanh").numpy() * a[1])
 
 
-@case("scale", "[4, 64] by sqrt(1152)", cpu_only=True)
+@case("geglu", "[3, 37] (no float4 path)")
+def _():
+    g, u = f32(3, 37, scale=3), f32(3, 37)
+    return (lambda: ([g, u], {})), (lambda a, kw: torch.nn.functional.gelu(
+        torch.from_numpy(a[0]).double(), approximate="tanh").numpy() * a[1])
+
+
+@case("scale", "[4, 64] by sqrt(1152)")
 def _():
     x = f32(4, 64)
     return (lambda: ([x], dict(factor=math.sqrt(1152)))), (lambda a, kw: a[0].astype(np.float64) * kw["factor"])
@@ -418,7 +431,7 @@ for Hq, Hkv, D in ((4, 4, 64), (8, 2, 128), (8, 1, 16)):
         q, k, v = f32(9, Hq, D), f32(9, Hkv, D), f32(9, Hkv, D)
         return (lambda: ([q, k, v], dict(causal=True))), (lambda a, kw: sdpa(a[0], a[1], a[2], np.arange(9)))
 
-    @case("attention", f"prefill, window 4, Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, cpu_only=True)
+    @case("attention", f"prefill, window 4, Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
     def _(Hq=Hq, Hkv=Hkv, D=D):
         q, k, v = f32(9, Hq, D), f32(9, Hkv, D), f32(9, Hkv, D)
         return (lambda: ([q, k, v], dict(causal=True, window=4))), \
@@ -437,6 +450,19 @@ for Hq, Hkv, D in ((4, 4, 64), (8, 2, 128), (8, 1, 16)):
             return sdpa(a[0], c[0, :start + T], c[1, :start + T], a[4])
         return (lambda: ([q, k, v, cache.copy(), pos], {})), ref
 
+    @case("attention", f"dense cache, window 5, Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
+    def _(Hq=Hq, Hkv=Hkv, D=D):
+        ctx, start, T = 40, 11, 3
+        cache = f32(2, ctx, Hkv, D, scale=0.5)
+        q, k, v = f32(T, Hq, D), f32(T, Hkv, D), f32(T, Hkv, D)
+        pos = np.arange(start, start + T).astype(np.int32)
+
+        def ref(a, kw):
+            c = a[3].copy()
+            c[0, a[4]], c[1, a[4]] = a[1], a[2]
+            return sdpa(a[0], c[0, :start + T], c[1, :start + T], a[4], window=5)
+        return (lambda: ([q, k, v, cache.copy(), pos], dict(window=5))), ref
+
 
 for ps, Hq, Hkv, D, L in ((16, 8, 2, 128, 37), (1, 4, 4, 64, 5), (32, 16, 2, 64, 70)):
     @case("paged_attention", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D} L{L}", tol_cpu=1e-5, tol_gpu=3e-3)
@@ -447,8 +473,20 @@ for ps, Hq, Hkv, D, L in ((16, 8, 2, 128, 37), (1, 4, 4, 64, 5), (32, 16, 2, 64,
 
         def ref(a, kw):
             t = np.arange(a[4])
-            return sdpa(a[0], a[1][a[3][t // ps], t % ps], a[2][a[3][t // ps], t % ps], t[-len(a[0]):])
+            return sdpa(a[0], a[1][a[3][t // ps], t % ps], a[2][a[3][t // ps], t % ps], t[-len(a[0]):],
+                        window=kw.get("window", 0))
         return (lambda: (sel, {})), ref
+
+    @case("paged_attention", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D} L{L}, window 7", tol_cpu=1e-5, tol_gpu=3e-3)
+    def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L):
+        args, _ = paged_batch([3], [L - 3], Hq, Hkv, D, ps)
+        q, _, _, kp, vp, _, pt, lens, _, _ = args
+        sel = [q[:3], kp, vp, pt[0][pt[0] >= 0], int(lens[0])]
+
+        def ref(a, kw):
+            t = np.arange(a[4])
+            return sdpa(a[0], a[1][a[3][t // ps], t % ps], a[2][a[3][t // ps], t % ps], t[-len(a[0]):], window=7)
+        return (lambda: (sel, dict(window=7))), ref
 
     @case("paged_attention_decode", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
     def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L):
@@ -460,9 +498,27 @@ for ps, Hq, Hkv, D, L in ((16, 8, 2, 128, 37), (1, 4, 4, 64, 5), (32, 16, 2, 64,
             out = np.zeros(a[0].shape)
             for b, S in enumerate(a[4]):
                 t = np.arange(S)
-                out[b] = sdpa(a[0][b:b + 1], a[1][a[3][b][t // ps], t % ps], a[2][a[3][b][t // ps], t % ps], [S - 1])[0]
+                out[b] = sdpa(a[0][b:b + 1], a[1][a[3][b][t // ps], t % ps], a[2][a[3][b][t // ps], t % ps], [S - 1],
+                              window=kw.get("window", 0))[0]
             return out
         return (lambda: (sel, {})), ref
+
+    for W in (5, 33):
+        @case("paged_attention_decode", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D}, window {W}, pages before it gone",
+              tol_cpu=1e-5, tol_gpu=3e-3)
+        def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L, W=W):
+            args, _ = paged_batch([1, 1, 1], [L - 1, 3, 0], Hq, Hkv, D, ps)
+            q, _, _, kp, vp, _, pt, lens, _, _ = args
+            drop_left_pages(pt, lens - 1, W, ps)
+
+            def ref(a, kw):
+                out = np.zeros(a[0].shape)
+                for b, S in enumerate(a[4]):
+                    t = np.arange(max(S - W, 0), S)        # the window's keys only: the pages before it are gone
+                    out[b] = sdpa(a[0][b:b + 1], a[1][a[3][b][t // ps], t % ps], a[2][a[3][b][t // ps], t % ps],
+                                  [len(t) - 1])[0]
+                return out
+            return (lambda: ([q, kp, vp, pt, lens], dict(window=W))), ref
 
 VARLEN = [("prefill mix, padded", dict(chunks=[5, 1, 9], starts=[0, 12, 33], pad_rows=1, pad_seqs=1), 16, 8, 2, 128),
           ("prefill, GQA 8:1, hd 64", dict(chunks=[17, 3], starts=[0, 0]), 4, 8, 1, 64),
@@ -475,13 +531,18 @@ for name, spec, ps, Hq, Hkv, D in VARLEN:
         return (lambda: paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)), \
                (lambda a, kw: varlen_ref(a, kw)[0])
 
-# Mistral's sliding window (chapter 09): the CPU's; the CUDA kernels take none yet (the model refuses)
-for name, spec, ps, Hq, Hkv, D in VARLEN[:2] + VARLEN[3:4]:
-    @case("paged_attention_varlen", name + ", window 6", tol_cpu=1e-5, cpu_only=True)
-    def _(spec=spec, ps=ps, Hq=Hq, Hkv=Hkv, D=D):
+# Mistral's sliding window (chapter 09): every row sees its last W keys; the pages wholly before a
+# sequence's first row's window are gone (-1 in its table), as the KV cache leaves them
+for (name, spec, ps, Hq, Hkv, D), W in [(VARLEN[0], 6), (VARLEN[1], 6), (VARLEN[2], 6), (VARLEN[2], 70),
+                                        (VARLEN[2], 150), (VARLEN[3], 6), (VARLEN[3], 33), (VARLEN[4], 3)]:
+    @case("paged_attention_varlen", f"{name}, window {W}", tol_cpu=1e-5, tol_gpu=3e-3)
+    def _(spec=spec, ps=ps, Hq=Hq, Hkv=Hkv, D=D, W=W):
         def make():
             args, attrs = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, **spec)
-            return args, {**attrs, "window": 6}
+            _, _, _, _, _, _, pt, lens, cu, pos = args
+            first = np.array([pos[cu[b]] if cu[b + 1] > cu[b] else lens[b] for b in range(len(lens))])
+            drop_left_pages(pt, first, W, ps)
+            return args, {**attrs, "window": W}
         return make, (lambda a, kw: varlen_ref(a, kw)[0])
 
 
@@ -493,6 +554,13 @@ for name, spec, ps, Hq, Hkv, D in Q8_DECODE:
     def _(spec=spec, ps=ps, Hq=Hq, Hkv=Hkv, D=D):
         args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, decode=True, **spec)
         return (lambda: (args, {})), (lambda a, kw: varlen_ref(a, dict(decode=True))[0].reshape(len(a[0]), -1))
+
+    @case("paged_attention_q8", name + ", window 9", tol_gpu=5e-3, gpu_only=True)
+    def _(spec=spec, ps=ps, Hq=Hq, Hkv=Hkv, D=D):
+        args, _ = paged_batch(Hq=Hq, Hkv=Hkv, D=D, page_size=ps, decode=True, **spec)
+        drop_left_pages(args[6], args[9], 9, ps)
+        return (lambda: (args, dict(window=9))), \
+               (lambda a, kw: varlen_ref(a, dict(decode=True, window=9))[0].reshape(len(a[0]), -1))
 
 
 @pytest.mark.gpu

@@ -9,7 +9,7 @@ import torch
 import tffedu
 import tffedu.model
 from tffedu.config import config_from_gguf, config_from_hf
-from tffedu.errors import ConfigError, KVCacheError, ModelError
+from tffedu.errors import ConfigError, KVCacheError
 from tffedu.kvcache import KVCache, paged_attention, paged_attention_varlen
 from tffedu.factory import OPS
 from hf_models import hf_logits, rel_err, save_bf16, tiny_mistral, write_gguf
@@ -246,17 +246,6 @@ def test_hf_folder_bf16_sharded(tmp_path):
     assert (m.config.arch, m.config.sliding_window) == ("llama", 6)
     assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
     assert m.generate(PROMPT[:5], max_new_tokens=12, ignore_eos=True).tokens == argmax_chain(hf, PROMPT[:5], 12)
-
-
-def test_gpu_refuses_a_window_it_would_ignore(tmp_path):
-    """The CUDA attention kernels take no window yet: a model whose window the context outgrows is
-    refused on 'cuda' by name (before any GPU work); one whose context fits in the window is not."""
-    from tffedu.model import Model
-    from tffedu.modelfile import open_model
-    path = write_gguf(tiny_mistral(seed=1, window=16, ctx=64), tmp_path / "m.gguf")
-    with pytest.raises(ModelError, match="sliding window of 16 keys.*CPU only"):
-        Model(open_model(path), "cuda", n_ctx=64, warm=False)
-    assert Model(open_model(path), "cuda", n_ctx=16, warm=False).creator.window(0) == 0
 
 
 def test_batches_and_prefix_sharing_through_the_window(tmp_path):

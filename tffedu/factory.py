@@ -135,21 +135,17 @@ class ModuleFactory:
 class Backend:
     """A device as every layer sees it, one record per device (a new device is one more): the
     modules that register its ops (imported on its first use, below), the byte alignment of every
-    buffer the planner places (chapter 06), the type of its K/V pages (chapter 13), and whether its
-    attention ops take a sliding window (chapters 07 and 09; the CUDA kernels do not yet)."""
+    buffer the planner places (chapter 06) and the type of its K/V pages (chapter 13)."""
     name: str
     op_modules: tuple[str, ...]
     alignment: int
     kv_dtype: str
-    sliding_window: bool
 
 
 BACKENDS: dict[str, Backend] = {
-    "cpu": Backend("cpu", ("tffedu.ops.cpu", "tffedu.kvcache"), alignment=64, kv_dtype="F32",
-                   sliding_window=True),
+    "cpu": Backend("cpu", ("tffedu.ops.cpu", "tffedu.kvcache"), alignment=64, kv_dtype="F32"),
     "cuda": Backend("cuda", ("tffedu.ops.cuda", "tffedu.ops.cuda_matmul", "tffedu.ops.cuda_quant",
-                             "tffedu.ops.cuda_attention"), alignment=256, kv_dtype="F16",
-                    sliding_window=False),
+                             "tffedu.ops.cuda_attention"), alignment=256, kv_dtype="F16"),
 }
 
 

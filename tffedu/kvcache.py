@@ -505,9 +505,11 @@ def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray, pag
 @OPS.register("paged_attention_decode", "cpu")
 def paged_attention_decode(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
                            page_tables: np.ndarray, seq_lens: np.ndarray,
-                           scale: float | None = None, out: np.ndarray | None = None) -> np.ndarray:
+                           scale: float | None = None, out: np.ndarray | None = None,
+                           window: int = 0) -> np.ndarray:
     """One new token per sequence: q [B, Hq, D], page_tables int32 [B, max_pages] (padded with -1),
-    seq_lens int32 [B] (including the new token, whose K/V are already written) -> [B, Hq, D]."""
+    seq_lens int32 [B] (including the new token, whose K/V are already written) -> [B, Hq, D].
+    window > 0: each token sees its sequence's last `window` keys."""
     if len(page_tables) != len(q) or len(seq_lens) != len(q):
         raise ShapeError(f"paged_attention_decode: q {q.shape}, page_tables {np.shape(page_tables)}, "
                          f"seq_lens {np.shape(seq_lens)} disagree on the batch size")
@@ -515,7 +517,7 @@ def paged_attention_decode(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarr
     for b in range(len(q)):
         if int(seq_lens[b]):        # a padding row (length 0) stays zero
             paged_attention(q[b:b + 1], k_pages, v_pages, page_tables[b], int(seq_lens[b]), scale,
-                            out=out[b:b + 1])
+                            window=window, out=out[b:b + 1])
         else:
             out[b] = 0
     return out

@@ -168,13 +168,17 @@ def _packs_attention(a: Node, users) -> bool:
         return False
     r = users[a][0]
     return (r is not None and r.op == "reshape" and len(r.shape) == 2 and bool(users[r])
-            and all(u is not None and u.op in ("matmul_add", "matmul_swiglu", "matmul_cat") and u.inputs[0] is r
-                    and r not in u.inputs[1:] and _in_gemv(u) for u in users[r]))
+            and all(u is not None and u.op in ("matmul", "matmul_add", "matmul_swiglu", "matmul_cat")
+                    and u.inputs[0] is r and r not in u.inputs[1:] and _in_gemv(u) for u in users[r]))
 
 
 def _fuse_attn_quant(n: Node, users) -> Node | None:
     """That attention -> `paged_attention_q8` (its last kernel writes the packed activations, I8
-    [T, K + K/8]) and its flattening -> a view of it: the GEMV's quantization kernel goes."""
+    [T, K + K/8]) and its flattening -> a view of it: the GEMV's quantization kernel goes. A plain
+    matmul reading it (no residual add after it: Gemma 3's norm sits between) -> `matmul_q8`."""
+    if n.op == "matmul":
+        r = n.inputs[0]
+        return replace(n, op="matmul_q8") if r.op == "reshape" and _packs_attention(r.inputs[0], users) else None
     a = n.inputs[0] if n.op == "reshape" else n
     if not _packs_attention(a, users):
         return None

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ContextOverflowError, DeviceError, ModelError, NoTokenizerError, SamplingError
-from .factory import OPS, backend, patch
+from .factory import OPS, patch
 from .models import create
 
 DEFAULT_MAX_CTX = 8192   # KV-cache rows allocated when the caller does not ask for n_ctx
@@ -73,12 +73,8 @@ class Model:
             self._warm()
 
     def _check_device(self, graph):
-        "ModelError, before any work, if the device cannot run this model: a window it ignores, an op it lacks."
+        "ModelError, before any work, if the device cannot run this model: an op it has no kernel for."
         cfg = self.config
-        if not backend(self.device).sliding_window and any(map(self.creator.window, range(cfg.n_layer))):
-            raise ModelError(f"this model's attention has a sliding window of {cfg.sliding_window} keys, "
-                             f"which tffedu runs on the CPU only so far: load it with device='cpu', or "
-                             f"with n_ctx <= {cfg.sliding_window} (a window the context never outgrows)")
         ops = {n.op for n in graph.nodes if n.kind == "op" and not n.is_view}
         lacking = sorted(op for op in ops if not OPS.has(op, self.device))
         if lacking:

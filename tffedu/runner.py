@@ -295,7 +295,7 @@ def launch(self: ModelRunner, inp: StepInput) -> Pending:
         return Pending({"next_ids": self._last, **({"logits": ex.output("logits")} if logits else {})})
     return Pending({}, ex, *self._ids_back(ex.output("next_ids", copy=False)), logits)
 
-
+# %% ../notebooks/13_gpu_runtime.ipynb #c67e5f5e
 @patch
 def _ids_back(self: ModelRunner, ids) -> tuple:
     """Queue the step's next_ids [n] (a view into the arena) to stay on the device (for the next

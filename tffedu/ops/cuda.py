@@ -30,7 +30,8 @@ __all__ = ['CU_FUNC_NUM_REGS', 'CU_FUNC_MAX_DYNAMIC_SHARED', 'PDL', 'WS_ALIGN', 
            'libcuda', 'Module', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem', 'kernel_source', 'show_kernel',
            'time_all', 'time_ms', 'copy_bandwidth', 'CudaGraph', 'Kernel', 'kernel', 'launch', 'kind', 'ptr', 'check',
            'empty', 'output', 'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope',
-           'qk_norm_rope_pair', 'qk_pair_launch', 'add', 'swiglu', 'cast_raw', 'cast', 'get_rows', 'softmax', 'argmax']
+           'qk_norm_rope_pair', 'qk_pair_launch', 'add', 'swiglu', 'geglu', 'scale', 'cast_raw', 'cast', 'get_rows',
+           'softmax', 'argmax']
 
 # %% ../../notebooks/10_cuda_basics.ipynb #8185bb4d
 from ..device import cuda_context as context, cuda_driver as _drv, on_cuda_exit
@@ -689,6 +690,25 @@ def add(a, b, out=None, stream=None):
 def swiglu(gate, up, out=None, stream=None):
     "silu(gate) * up, f32, same shapes."
     return _binary("swiglu", gate, up, out, stream)
+
+
+@OPS.register("geglu", "cuda")
+def geglu(gate, up, out=None, stream=None):
+    "gelu(gate) * up with GELU's tanh form, f32, same shapes (Gemma 3's FFN, chapter 08c)."
+    return _binary("geglu", gate, up, out, stream)
+
+
+@OPS.register("scale", "cuda")
+def scale(x, factor: float = 1.0, out=None, stream=None):
+    "x * factor, f32 (Gemma 3's embeddings times sqrt(hidden), chapter 08c)."
+    shp = check(x, "x", kinds=("F32",))
+    out = output(out, x, shp, "F32")
+    n = int(np.prod(shp, dtype=np.int64))
+    if n:
+        grid = max(1, min((n + 255) // 256, 16 * device_info()["sms"]))
+        launch(kernel("elementwise.cu", "scale_f32", "PPlf"), (grid,), (256,), stream, ptr(x, "x"), ptr(out, "out"),
+               np.int64(n), np.float32(factor))
+    return out
 
 
 _CASTS = {("F32", "F16"), ("F32", "BF16"), ("F16", "F32"), ("F16", "BF16"), ("BF16", "F32")}

@@ -24,10 +24,10 @@ from .cuda_gemm import _kernel90a, wgmma_available                       # chapt
 from .cuda_q8_gemm import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, tensor_map  # and TMA maps
 
 # %% auto #0
-__all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'flash_head_dim_ok',
-           'flash_launch', 'attention', 'cast_or_copy', 'choose_splits', 'decode_head_dim_ok', 'paged_attention_decode',
-           'decode_launch', 'kv_store_raw', 'kv_store', 'qk_norm_rope_store', 'prefill_launch', 'paged_attention',
-           'paged_attention_varlen', 'paged_attention_q8']
+__all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'sliding_window',
+           'flash_head_dim_ok', 'flash_launch', 'attention', 'cast_or_copy', 'choose_splits', 'decode_head_dim_ok',
+           'paged_attention_decode', 'decode_launch', 'kv_store_raw', 'kv_store', 'qk_norm_rope_store',
+           'prefill_launch', 'paged_attention', 'paged_attention_varlen', 'paged_attention_q8']
 
 # %% ../../notebooks/12_attention.ipynb #012acba0
 # Default kernel and tile shape, from the H200 sweep (section 6): v3 with the heads-first grid and
@@ -56,10 +56,11 @@ def _as_f16(x, name, stream):
 
 
 def flash_attention(q, k, v, out=None, stream=None, scale: float | None = None, causal: bool = True,
-                    version: int | None = None, config: dict | None = None):
+                    version: int | None = None, config: dict | None = None, window: int = 0):
     """Attention of q [(B,) Lq, Hq, D] over k, v [(B,) Lk, Hkv, D] -> f32 [(B,) Lq, Hq, D].
 
-    Causal: query i sits at position i + Lk - Lq. Default: `FLASH_HOPPER` on an sm_90 GPU at head
+    Causal: query i sits at position i + Lk - Lq; with `window` > 0 it sees only its last `window`
+    keys (a sliding window: versions 1 to 3). Default: `FLASH_HOPPER` on an sm_90 GPU at head
     dims 64 and 128, else `FLASH` (or `FLASH_SMALL` when the grid of 128-row blocks would not fill
     the GPU). version 2: flash attention on the tensor cores,
     a warp per 16 query rows; version 3: a warp per 32 rows, Q tile in shared memory (both need
@@ -89,10 +90,17 @@ def flash_attention(q, k, v, out=None, stream=None, scale: float | None = None, 
         raise ShapeError("attention over zero keys")
     q16, k16, v16 = (_as_f16(x, n, stream) for x, n in ((q, "q"), (k, "k"), (v, "v")))
     flash_launch(ptr(q16, "q"), ptr(k16, "k"), ptr(v16, "v"), ptr(out, "out"), B, Lq, Lk, Hq, Hkv, D,
-                 scale, causal, stream, version, config)
+                 scale, causal, stream, version, config, window=window)
     return out
 
 # %% ../../notebooks/12_attention.ipynb #36acbfe1
+def sliding_window(window) -> int:
+    "A launch's `window` attribute checked: an integer >= 0 (0: every key; else the last `window` of them)."
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 0:
+        raise ShapeError(f"attention: window must be an integer >= 0 (0: none), got {window!r}")
+    return int(window)
+
+
 def flash_head_dim_ok(D: int) -> bool:
     "The flash kernels (v2, v3) take this head dim: a multiple of 16 up to 128 (else the naive kernel)."
     return D % 16 == 0 and 16 <= D <= 128
@@ -134,13 +142,15 @@ def _flash4_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int,
 # %% ../../notebooks/12_attention.ipynb #2fc027da
 def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, Hq: int, Hkv: int, D: int,
                  scale: float | None = None, causal: bool = True, stream=None, version: int | None = None,
-                 config: dict | None = None, paged: tuple | None = None) -> None:
+                 config: dict | None = None, paged: tuple | None = None, window: int = 0) -> None:
     """The launch behind `flash_attention`, on device addresses of contiguous f16 q, k, v and f32 out.
     `paged` = (cu_seqlens, seq_lens, page_tables, page_size, max_pages, n_pages), device addresses
     and ints: q/out are a step's Lq rows of B sequences and k, v the f16 page pools of n_pages pages
-    (the kernels' PAGED mode)."""
+    (the kernels' PAGED mode). `window` > 0 (causal): each query sees its last `window` keys; version 4
+    has no window, so a windowed launch takes version 3."""
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
-    if (version is None and not config and FLASH_HOPPER and D in (64, 128) and wgmma_available()
+    window = sliding_window(window) if causal else 0
+    if (version is None and not config and FLASH_HOPPER and D in (64, 128) and not window and wgmma_available()
             and (paged is None or paged[3] in (8, 16, 32, 64))):
         cfg = dict(FLASH_HOPPER)
     elif (version if version is not None else (config or {}).get("version")) == 4:
@@ -153,6 +163,8 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
     version = cfg.pop("version") if version is None else version
     cfg.pop("version", None)
     if version == 4:
+        if window:
+            raise ShapeError(f"flash attention version 4 has no sliding window (got window={window}): use version 3")
         if set(cfg) - V4_KEYS:
             raise ShapeError(f"flash attention version 4 takes the config keys {sorted(V4_KEYS)}, "
                              f"got {sorted(set(cfg) - V4_KEYS)}")
@@ -175,19 +187,19 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
         args = (qp, kp, vp, op, np.int32(Lq), np.int32(Lk), np.int32(Hq), np.int32(Hkv),
                 np.float32(scale * math.log2(math.e)), np.int32(causal), np.int64(Lq * Hq * D),
                 np.int64(Lk * Hkv * D), np.uintp(cu), np.uintp(lens), np.uintp(tables), np.int32(ps),
-                np.int32(max_pages), np.int32(n_pages))
+                np.int32(max_pages), np.int32(n_pages), np.int32(window))
         hq_first = bool(cfg.get("GRID_HQ", 0))
         grid = lambda br: (Hq, (Lq + br - 1) // br, B) if hq_first else ((Lq + br - 1) // br, Hq, B)  # noqa: E731
         if version == 2:
             cfg.pop("KV2", None)
             br = 16 * cfg["NWARPS"]
-            fn = kernel("flash_attn.cu", "flash_attn_fwd", "PPPPiiiifillPPPiii", cfg)
+            fn = kernel("flash_attn.cu", "flash_attn_fwd", "PPPPiiiifillPPPiiii", cfg)
             launch(fn, grid(br), (32 * cfg["NWARPS"],), stream, *args)
         else:
             cfg.pop("MINB", None)
             br = 32 * cfg["NWARPS"]
             smem = (br + (2 if cfg.get("KV2", 0) else 1) * 2 * cfg["BC"]) * (D + 8) * 2
-            fn = kernel("flash_attn.cu", "flash_attn_fwd_v3", "PPPPiiiifillPPPiii", cfg)
+            fn = kernel("flash_attn.cu", "flash_attn_fwd_v3", "PPPPiiiifillPPPiiii", cfg)
             if (id(fn), smem) not in _SMEM_SET:
                 set_smem(fn, smem)
                 _SMEM_SET.add((id(fn), smem))
@@ -195,13 +207,13 @@ def flash_launch(qp: int, kp: int, vp: int, op: int, B: int, Lq: int, Lk: int, H
         return
     if D > 256 or Lk > 8192 or B != 1:
         raise ShapeError(f"attention: head dim {D} / Lk {Lk} / batch {B} not supported by the kernels")
-    fn = kernel("flash_attn.cu", "attn_naive", "PPPPiiiifi", {"HEAD_DIM": D})
+    fn = kernel("flash_attn.cu", "attn_naive", "PPPPiiiifii", {"HEAD_DIM": D})
     smem = 4 * (Lk + D)
     if (id(fn), smem) not in _SMEM_SET:
         set_smem(fn, smem)
         _SMEM_SET.add((id(fn), smem))
     launch(fn, (Lq, Hq), (128,), stream, qp, kp, vp, op, np.int32(Lq), np.int32(Lk), np.int32(Hq),
-           np.int32(Hkv), np.float32(scale), np.int32(causal), shared=smem)
+           np.int32(Hkv), np.float32(scale), np.int32(causal), np.int32(window), shared=smem)
 
 # %% ../../notebooks/12_attention.ipynb #5f37c016
 def _host_ints(x):
@@ -224,11 +236,12 @@ def _attention_workspace(q, k, v, kv_cache=None, pos=None, **attrs) -> int:
 @OPS.register("attention", "cuda")
 @with_workspace(_attention_workspace)
 def attention(q, k, v, kv_cache=None, pos=None, out=None, stream=None, workspace=None,
-              scale: float | None = None, causal: bool = True):
+              scale: float | None = None, causal: bool = True, window: int = 0):
     """Causal GQA attention, the CPU op's contract. q [T, Hq, D], k/v [T, Hkv, D] -> f32 [T, Hq, D].
     With `kv_cache` [2, ctx, Hkv, D] (F32 or F16) and `pos` [T]: k, v are stored at rows `pos`, then
     the queries attend over rows 0..max(pos); the positions must be consecutive (a prefill or a
-    decode step), which reads them back to the host. Without a cache: positions 0..T-1."""
+    decode step), which reads them back to the host. Without a cache: positions 0..T-1.
+    window > 0: each query sees its last `window` keys (a sliding window)."""
     T, Hq, D = check(q, "q", ndim=3, kinds=("F32", "F16"))
     _, Hkv, _ = check(k, "k", shape=(T, None, D))
     check(v, "v", shape=(T, Hkv, D))
@@ -255,7 +268,7 @@ def attention(q, k, v, kv_cache=None, pos=None, out=None, stream=None, workspace
     cast_or_copy(kind(q), ptr(q, "q"), q16, T * Hq * D, stream)
     cast_or_copy(ck, kc, k16, S * Hkv * D, stream)
     cast_or_copy(ck, vc, v16, S * Hkv * D, stream)
-    flash_launch(q16, k16, v16, ptr(out, "out"), 1, T, S, Hq, Hkv, D, scale, causal, stream)
+    flash_launch(q16, k16, v16, ptr(out, "out"), 1, T, S, Hq, Hkv, D, scale, causal, stream, window=window)
     return out
 
 
@@ -302,11 +315,12 @@ def _decode_workspace(q, k_pages, v_pages, page_tables, seq_lens, **attrs) -> in
 @with_workspace(_decode_workspace)
 def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: float | None = None,
                            out=None, stream=None, workspace=None, max_seq_len: int | None = None,
-                           n_splits: int | None = None, config: dict | None = None):
+                           n_splits: int | None = None, config: dict | None = None, window: int = 0):
     """One new token per sequence: q f32 [B, Hq, D]; k/v_pages f16 [P, page_size, Hkv, D];
     page_tables int32 [B, max_pages]; seq_lens int32 [B] (the new token's K/V already stored)
     -> f32 [B, Hq, D]. The splits are sized for max_seq_len (default: what the page tables can
-    hold), never by reading seq_lens back: a sequence shorter than that leaves splits empty."""
+    hold), never by reading seq_lens back: a sequence shorter than that leaves splits empty.
+    window > 0: the new token sees its sequence's last `window` keys, and the splits cut only those."""
     B, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
     P, ps, Hkv, Dk = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
     check(v_pages, "v_pages", shape=(P, ps, Hkv, Dk), kinds=("F16",))
@@ -327,26 +341,27 @@ def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: fl
     part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
     decode_launch(ptr(q, "q"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(page_tables, "page_tables"),
                   ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps, max_pages, P, S, split_len,
-                  part_o, part_ml, scale, stream, config)
+                  part_o, part_ml, scale, stream, config, window=window)
     return out
 
 
 def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, n_pages, S, split_len, part_o, part_ml,
-                  scale=None, stream=None, config=None, quant: bool = False) -> None:
+                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0) -> None:
     """The launches behind `paged_attention_decode` (split kernel, then the merge when S > 1);
-    `quant`: the output is written as packed int8 activations (the kernels' QUANT, D % 32 == 0)."""
-    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    `quant`: the output is written as packed int8 activations (the kernels' QUANT, D % 32 == 0);
+    `window` > 0: the splits start at each sequence's oldest visible key."""
+    scale, window = 1.0 / math.sqrt(D) if scale is None else float(scale), sliding_window(window)
     cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv, **({"QUANT": 1} if quant else {})}
     while cfg["NWARPS"] > 1 and cfg["NWARPS"] * cfg["GROUP"] * (D + 2) * 4 > 48 * 1024:
         cfg["NWARPS"] //= 2                      # the per-warp merge buffers must fit in 48 KB
-    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPPPPiiif", cfg)
+    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPPPPiiifi", cfg)
     launch(fn, (B, Hkv, S), (32 * cfg["NWARPS"],), stream, qp, kp, vp, tp, np.int32(max_pages), np.int32(n_pages), lp,
            np.uintp(part_o), np.uintp(part_ml), op, np.int32(Hkv), np.int32(ps), np.int32(split_len),
-           np.float32(scale * math.log2(math.e)))
+           np.float32(scale * math.log2(math.e)), np.int32(window))
     if S > 1:
-        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPiPii", {"HEAD_DIM": D, **({"QUANT": 1} if quant else {})})
+        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPiPiii", {"HEAD_DIM": D, **({"QUANT": 1} if quant else {})})
         launch(red, (B * Hq,), (D,), stream, np.uintp(part_o), np.uintp(part_ml), op, np.int32(S), lp,
-               np.int32(Hq), np.int32(split_len))
+               np.int32(Hq), np.int32(split_len), np.int32(window))
 
 # %% ../../notebooks/12_attention.ipynb #7967a8a5
 def kv_store_raw(k, v, kp: int, vp: int, slots, cache_kind: str, row: int, n_slots: int, stream=None) -> None:
@@ -406,22 +421,23 @@ def _paged_workspace(q, k_pages, v_pages, page_table, seq_len=0, **attrs) -> int
 
 def prefill_launch(qp: int, q_kind: str, kp: int, vp: int, tp: int, op: int, T: int, S: int, Hq: int,
                    Hkv: int, D: int, ps: int, max_pages: int, n_pages: int, ws: Workspace, scale=None,
-                   stream=None) -> None:
+                   stream=None, window: int = 0) -> None:
     """q [T, Hq, D] (the last T positions of a sequence of S tokens) over its pages (its table of
     max_pages ids, a pool of n_pages): gather, then flash."""
     q16, k16, v16 = ws.take(T * Hq * D * 2), ws.take(S * Hkv * D * 2), ws.take(S * Hkv * D * 2)
     cast_or_copy(q_kind, qp, q16, T * Hq * D, stream)
     launch(kernel("paged_attn.cu", "gather_kv", "PPPPPiiii"), (S,), (256,), stream, kp, vp, tp, k16, v16,
            np.int32(ps), np.int32(Hkv * D), np.int32(max_pages), np.int32(n_pages))
-    flash_launch(q16, k16, v16, op, 1, T, S, Hq, Hkv, D, scale, True, stream)
+    flash_launch(q16, k16, v16, op, 1, T, S, Hq, Hkv, D, scale, True, stream, window=window)
 
 
 @OPS.register("paged_attention", "cuda")
 @with_workspace(_paged_workspace)
 def paged_attention(q, k_pages, v_pages, page_table, seq_len: int, scale: float | None = None,
-                    out=None, stream=None, workspace=None):
+                    out=None, stream=None, workspace=None, window: int = 0):
     """Causal GQA attention of q [T, Hq, D] (the last T positions of a sequence) over its paged
-    K/V (seq_len tokens) -> f32 [T, Hq, D]: gather the pages into a contiguous f16 K/V, then flash."""
+    K/V (seq_len tokens) -> f32 [T, Hq, D]: gather the pages into a contiguous f16 K/V, then flash
+    (window > 0: each query sees its last `window` keys)."""
     T, Hq, D = check(q, "q", ndim=3, kinds=("F32", "F16"))
     P, ps, Hkv, Dk = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
     (npg,) = check(page_table, "page_table", ndim=1, kinds=("I32",))
@@ -433,7 +449,7 @@ def paged_attention(q, k_pages, v_pages, page_table, seq_len: int, scale: float 
         ws = Workspace(workspace, workspace_bytes(*_paged_pieces(T, Hq, D, seq_len, Hkv)))
         prefill_launch(ptr(q, "q"), kind(q), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"),
                        ptr(page_table, "page_table"), ptr(out, "out"), T, seq_len, Hq, Hkv, D, ps, npg, P, ws,
-                       scale, stream)
+                       scale, stream, window)
     return out
 
 # %% ../../notebooks/12_attention.ipynb #9db7d982
@@ -464,16 +480,17 @@ def _varlen_workspace(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, c
 @with_workspace(_varlen_workspace)
 def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos,
                            scale: float | None = None, decode: bool = False, out=None, stream=None,
-                           workspace=None):
+                           workspace=None, window: int = 0):
     """The CPU op's contract (chapter 09) on the GPU: q f32 [N, Hq, D], k/v f32 [N, Hkv, D] of this
     step's tokens are stored at `slots` (-1: padding) in the f16 pages, then the rows of sequence
     b (cu_seqlens[b]:cu_seqlens[b+1], its last positions) attend causally over its seq_lens[b]
     tokens through page_tables[b] -> f32 [N, Hq, D] (padding rows 0). decode=True: one row per
-    sequence, row b is sequence b (N = B). Neither reads anything back to the host (a prefill only
+    sequence, row b is sequence b (N = B). window > 0: each row sees its last `window` keys, and
+    the pages before them are not read. Neither reads anything back to the host (a prefill only
     where `flash_head_dim_ok(D)`): the launches depend on the shapes alone, so a whole step can be
     captured in a CUDA graph."""
     return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, decode, False,
-                   out, stream, workspace)
+                   out, stream, workspace, window=window)
 
 
 def _q8_workspace(*inputs, **attrs) -> int:
@@ -483,19 +500,21 @@ def _q8_workspace(*inputs, **attrs) -> int:
 @OPS.register("paged_attention_q8", "cuda")
 @with_workspace(_q8_workspace)
 def paged_attention_q8(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos,
-                       scale: float | None = None, stored: bool = False, out=None, stream=None, workspace=None):
+                       scale: float | None = None, stored: bool = False, out=None, stream=None, workspace=None,
+                       window: int = 0):
     """`paged_attention_varlen(..., decode=True)` with its output written as chapter 11's packed
     int8 activations, I8 [B, K + K/8] for K = Hq * D — what `quantize_q8_act` makes of the f32
     output, bit for bit — by the attention's last kernel. Chapter 12b's lowering gives it to a decode
     step whose o-projection is a GEMV: one quantization kernel fewer per block. D % 32 == 0.
     stored=True: this step's k and v are in the pages already (`qk_norm_rope_store` wrote them)."""
     return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, True, True,
-                   out, stream, workspace, stored)
+                   out, stream, workspace, stored, window)
 
 # %% ../../notebooks/12_attention.ipynb #c8efff57
 def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, decode: bool,
-            quant: bool, out, stream, workspace, stored: bool = False):
+            quant: bool, out, stream, workspace, stored: bool = False, window: int = 0):
     "paged_attention_varlen, or with `quant` (decode only) paged_attention_q8 (`stored`: K/V already in the pages)."
+    window = sliding_window(window)
     N, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
     _, Hkv, _ = check(k, "k", shape=(N, None, D), kinds=("F32",))
     check(v, "v", shape=(N, Hkv, D), kinds=("F32",))
@@ -523,9 +542,11 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
         kv_store_raw(k, v, kp, vp, slots, "F16", Hkv * D, P * ps, stream)
     if decode:
         S, split_len = _varlen_splits(max_len)
+        if window:                                   # a window's keys need no more splits than it holds
+            S = min(S, -(-window // split_len))
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
         decode_launch(ptr(q, "q"), kp, vp, tp, ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps,
-                      max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant)
+                      max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant, window=window)
         return out
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
     if flash_head_dim_ok(D):
@@ -533,7 +554,8 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
         q16 = ws.take(N * Hq * D * 2)
         cast_or_copy("F32", ptr(q, "q"), q16, N * Hq * D, stream)
         flash_launch(q16, kp, vp, ptr(out, "out"), B, N, max_len, Hq, Hkv, D, scale, True, stream,
-                     paged=(ptr(cu_seqlens, "cu_seqlens"), ptr(seq_lens, "seq_lens"), tp, ps, max_pages, P))
+                     paged=(ptr(cu_seqlens, "cu_seqlens"), ptr(seq_lens, "seq_lens"), tp, ps, max_pages, P),
+                     window=window)
         return out
     # other head dims: sequence by sequence, from their lengths read back (never in a captured step)
     cu, lens = _host_ints(cu_seqlens), _host_ints(seq_lens)
@@ -546,5 +568,5 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
                 raise ShapeError(f"paged_attention_varlen: sequence {b} has {hi - lo} rows but seq_len {S}")
             ws.reset()                                   # every sequence reuses the same scratch
             prefill_launch(qp + lo * row, "F32", kp, vp, tp + 4 * b * max_pages, op + lo * row, hi - lo, S,
-                           Hq, Hkv, D, ps, max_pages, P, ws, scale, stream)
+                           Hq, Hkv, D, ps, max_pages, P, ws, scale, stream, window)
     return out
