@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 import tffedu
 import tffedu.model
@@ -64,6 +65,46 @@ def test_hf_folder_stacks_the_experts(tmp_path, dtype):
     m = tffedu.load(tmp_path)
     assert m.source.shape("blk.1.ffn_down_exps.weight") == (8, 64, 32)
     assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_hf_folder_with_fused_experts(tmp_path, dtype):
+    """transformers 5's own layout (`save_original_format=False`): each layer's experts as two 3-D
+    tensors, `gate_up_proj` [E, 2F, D] (gate's rows, then up's) and `down_proj` [E, D, F]."""
+    from safetensors import safe_open
+    hf = tiny_qwen3moe(seed=8, experts=8, top_k=2)
+    if dtype == "bfloat16":
+        with torch.no_grad():
+            for p in hf.parameters():
+                p.copy_(p.to(torch.bfloat16).float())        # the reference computes on the rounded weights
+        hf.to(torch.bfloat16).save_pretrained(tmp_path, save_original_format=False)
+        hf.float()
+        hf.model.rotary_emb = type(hf.model.rotary_emb)(hf.config)
+    else:
+        hf.save_pretrained(tmp_path, save_original_format=False)
+    with safe_open(str(tmp_path / "model.safetensors"), "np") as f:
+        assert "model.layers.0.mlp.experts.gate_up_proj" in f.keys()     # the layout under test
+    m = tffedu.load(tmp_path)
+    assert m.source.shape("blk.1.ffn_gate_exps.weight") == m.source.shape("blk.1.ffn_up_exps.weight") == (8, 32, 64)
+    assert "blk.1.ffn_gate_up_exps.weight" not in m.source.tensor_names
+    assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < (TOL if dtype == "float32" else 2e-3)
+
+
+def test_fused_experts_that_do_not_fit_are_named(tmp_path):
+    "An odd fused row count, and both layouts of one layer in a folder: SafetensorsError naming the tensor."
+    from safetensors.torch import load_file, save_file
+    hf = tiny_qwen3moe(seed=9, experts=4, top_k=2, layers=1)
+    hf.save_pretrained(tmp_path, save_original_format=False)
+    fused = load_file(tmp_path / "model.safetensors")
+    bad = dict(fused, **{"model.layers.0.mlp.experts.gate_up_proj": fused["model.layers.0.mlp.experts.gate_up_proj"][:, 1:].contiguous()})
+    save_file(bad, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(SafetensorsError, match="gate_up_proj must be"):
+        tffedu.load(tmp_path)
+    both = dict(fused, **{f"model.layers.0.mlp.experts.{e}.{p}_proj.weight": torch.zeros(1) for e in range(4)
+                          for p in ("gate", "up", "down")})
+    save_file(both, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(SafetensorsError, match="which to use"):
+        tffedu.load(tmp_path)
 
 
 def test_a_missing_expert_is_named(tmp_path):

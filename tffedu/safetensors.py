@@ -169,10 +169,13 @@ HF_TO_GGUF = [
     (r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.gate_proj\.weight", r"blk.\1.ffn_gate_exps.\2.weight"),
     (r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.up_proj\.weight", r"blk.\1.ffn_up_exps.\2.weight"),
     (r"model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.down_proj\.weight", r"blk.\1.ffn_down_exps.\2.weight"),
-]                                                  # its experts one by one: stacked by HFModel (below)
+    (r"model\.layers\.(\d+)\.mlp\.experts\.gate_up_proj", r"blk.\1.ffn_gate_up_exps.weight"),   # or fused as
+    (r"model\.layers\.(\d+)\.mlp\.experts\.down_proj", r"blk.\1.ffn_down_exps.weight"),         # transformers 5
+]                                                  # holds them: [E, 2F, D] and [E, D, F]
 
 
 _EXPERT = re.compile(r"(blk\.\d+\.ffn_\w+_exps)\.(\d+)(\.weight)")   # one expert's part of a stacked tensor
+_GATE_UP = re.compile(r"(blk\.\d+\.)ffn_gate_up_exps\.weight")        # gate and up fused: two halves of rows
 
 
 def gguf_name(hf_name: str, arch: str | None = None) -> str | None:
@@ -259,6 +262,7 @@ def _index(self: HFModel):
             else:
                 self._where[g] = (f, hf)
     self._stacks = _stack_experts(self._where, self.path)     # llama.cpp keeps a MoE's experts as one 3-D tensor
+    self._halves = _split_gate_up(self._where, self._stacks, self.path)
     shapes = {g: self.shape(g) for g in self.tensor_names}
     types = {g: ST_DTYPES[self.dtype_name(g)][1] or self.dtype_name(g) for g in self.tensor_names}
     check_tensors(self.config, shapes, types, where=self.path)
@@ -279,18 +283,38 @@ def _stack_experts(where: dict, path) -> dict[str, list[str]]:
         kinds = {(where[p][0].tensors[where[p][1]].shape, where[p][0].tensors[where[p][1]].dtype) for p in parts.values()}
         if len(kinds) != 1:
             raise SafetensorsError(f"{path}: the experts of {name} differ in shape or type: {sorted(kinds)[:2]}")
+        if name in where:
+            raise SafetensorsError(f"{path}: {where[name][1]} and per-expert tensors of it: which to use?")
         out[name] = [parts[e] for e in range(len(parts))]
     return out
 
 
+def _split_gate_up(where: dict, stacks: dict, path) -> dict[str, tuple[str, int]]:
+    """GGUF name of the gate and up expert tensors -> (the fused tensor, half 0 or 1): transformers 5's
+    `gate_up_proj` [E, 2F, D] holds gate's F rows of each expert, then up's."""
+    out = {}
+    for g, (f, hf) in where.items():
+        m = _GATE_UP.fullmatch(g)
+        if m:
+            shape = f.tensors[hf].shape
+            if len(shape) != 3 or shape[1] % 2:
+                raise SafetensorsError(f"{path}: {hf} must be [experts, 2 x expert FFN, hidden], got {list(shape)}")
+            for half, part in enumerate(("ffn_gate_exps", "ffn_up_exps")):
+                name = f"{m.group(1)}{part}.weight"
+                if name in stacks:
+                    raise SafetensorsError(f"{path}: {hf} and per-expert {part} tensors of one layer: which to use?")
+                out[name] = (g, half)
+    return out
+
+# %% ../notebooks/03c_safetensors.ipynb #f418452a
 @patch(kind="property")
 def metadata(self: HFModel) -> dict: return {}     # the HF tokenizer is not read here
 
 
 @patch(kind="property")
 def tensor_names(self: HFModel) -> list[str]:
-    parts = {p for ps in self._stacks.values() for p in ps}
-    return [g for g in self._where if g not in parts] + list(self._stacks)
+    parts = {p for ps in self._stacks.values() for p in ps} | {g for g, _ in self._halves.values()}
+    return [g for g in self._where if g not in parts] + list(self._stacks) + list(self._halves)
 
 
 @patch
@@ -299,7 +323,9 @@ def hf_name(self: HFModel, name: str) -> str: return self._get(name)[1]
 
 @patch
 def _get(self: HFModel, name):
-    "(file, HF name) of a tensor; of a stacked one, its first expert's."
+    "(file, HF name) of a tensor; of a stacked one, its first expert's; of a half, the fused tensor's."
+    if name in self._halves:
+        name = self._halves[name][0]
     try:
         return self._where[self._stacks[name][0] if name in self._stacks else name]
     except KeyError:
@@ -326,6 +352,11 @@ def numpy(self: HFModel, name: str) -> np.ndarray:
     "The stored values under the GGUF name (BF16 as uint16 bits); Llama Q/K permuted; Gemma's norms + 1, float32."
     if name in self._stacks:    # experts stacked: [E, ...] (a new array)
         return np.stack([self.numpy(p) for p in self._stacks[name]])
+    if name in self._halves:    # gate or up of fused experts: [E, F, D], a view of [E, 2F, D]
+        fused, half = self._halves[name]
+        a = self.numpy(fused)
+        F = a.shape[1] // 2
+        return a[:, half * F:(half + 1) * F]
     f, hf = self._get(name)
     a = f.numpy(hf)
     if self._permuted(name):
@@ -338,7 +369,8 @@ def numpy(self: HFModel, name: str) -> np.ndarray:
 @patch
 def shape(self: HFModel, name) -> tuple[int, ...]:
     f, hf = self._get(name)
-    return ((len(self._stacks[name]),) if name in self._stacks else ()) + tuple(f.tensors[hf].shape)
+    shape = ((len(self._stacks[name]),) if name in self._stacks else ()) + tuple(f.tensors[hf].shape)
+    return (shape[0], shape[1] // 2, *shape[2:]) if name in self._halves else shape
 
 
 @patch
@@ -358,7 +390,8 @@ def tensor(self: HFModel, name):
         raise ModelError(f"{f.path}: tensor {hf!r} has dtype {st.dtype}, which tffedu does not run")
     if self._shift(name):          # a new float32 array: the norm's weight + 1
         return Tensor.from_numpy(np.ascontiguousarray(self.numpy(name)))
-    if self._permuted(name) or name in self._stacks:   # a new array: rows move, or experts stack
+    if self._permuted(name) or name in self._stacks or name in self._halves:   # a new array: rows move,
+        # experts stack, or half of each expert's rows is taken
         return Tensor.from_numpy(np.ascontiguousarray(self.numpy(name)), as_dtype(tname))
     return Tensor.from_buffer(f._mm, as_dtype(tname), st.shape, offset=st.offset)
 
