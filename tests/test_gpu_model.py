@@ -183,8 +183,8 @@ def test_windowed_models_on_cuda(tmp_path, family):
     """Sliding windows through the engine on the GPU: generate_batch == generate (CUDA graphs
     replaying); and for Mistral (every layer windowed), a pool of exactly the pages one window needs
     runs a prompt and 4 windows of new tokens with no preemption, the tokens HF's top-1 along them."""
-    from tffedu.engine import Engine, engine_of
-    from tffedu.kvcache import KVCache
+    from tffedu.engine import engine_of
+    from test_sliding_window import run_in_one_window
     W, P = 8, 4
     hf = tiny_mistral(seed=21, window=W) if family == "mistral" else tiny_gemma3(seed=22, window=W)
     m = load_cuda(write_gguf(hf, tmp_path / "m.gguf"), n_ctx=256)
@@ -195,15 +195,8 @@ def test_windowed_models_on_cuda(tmp_path, family):
     if family != "mistral":
         return
     prompt, n_new = ps[0][:6], 4 * W
-    probe = KVCache(1, 1, 1, 1, P, dtype=None, window=W)
-    eng = Engine(m, page_size=P, num_pages=probe.most_pages(len(prompt), len(prompt) + n_new))
-    assert eng.cache.window == W and eng.cache.num_pages == probe.pages_for(W) + 1
-    req = eng.add(prompt, max_new_tokens=n_new, ignore_eos=True)
-    held = []
-    while eng.busy:
-        eng.step()
-        held.append(eng.cache.num_pages - eng.cache.n_free_pages)
-    assert max(held) <= probe.pages_for(W) + 1 and eng.stats["preempted"] == 0
+    req, held, eng = run_in_one_window(m, prompt, n_new, W, P)
+    assert max(held) <= eng.cache.pages_for(W) + 1 and eng.stats["preempted"] == 0
     ref = hf_logits(hf, prompt + req.tokens)[len(prompt) - 1:-1]
     gap = ref.max(-1) - ref[np.arange(n_new), req.tokens]
     assert np.all(gap <= 2 * 3e-3 * np.abs(ref).max(-1)), gap

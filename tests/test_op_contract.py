@@ -437,31 +437,20 @@ for Hq, Hkv, D in ((4, 4, 64), (8, 2, 128), (8, 1, 16)):
         return (lambda: ([q, k, v], dict(causal=True, window=4))), \
                (lambda a, kw: sdpa(a[0], a[1], a[2], np.arange(9), window=4))
 
-    @case("attention", f"dense cache Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
-    def _(Hq=Hq, Hkv=Hkv, D=D):
-        ctx, start, T = 40, 11, 3
-        cache = f32(2, ctx, Hkv, D, scale=0.5)
-        q, k, v = f32(T, Hq, D), f32(T, Hkv, D), f32(T, Hkv, D)
-        pos = np.arange(start, start + T).astype(np.int32)
+    for W in (0, 5):
+        @case("attention", f"dense cache{f', window {W}' if W else ''} Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5,
+              tol_gpu=3e-3)
+        def _(Hq=Hq, Hkv=Hkv, D=D, W=W):
+            ctx, start, T = 40, 11, 3
+            cache = f32(2, ctx, Hkv, D, scale=0.5)
+            q, k, v = f32(T, Hq, D), f32(T, Hkv, D), f32(T, Hkv, D)
+            pos = np.arange(start, start + T).astype(np.int32)
 
-        def ref(a, kw):
-            c = a[3].copy()
-            c[0, a[4]], c[1, a[4]] = a[1], a[2]
-            return sdpa(a[0], c[0, :start + T], c[1, :start + T], a[4])
-        return (lambda: ([q, k, v, cache.copy(), pos], {})), ref
-
-    @case("attention", f"dense cache, window 5, Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
-    def _(Hq=Hq, Hkv=Hkv, D=D):
-        ctx, start, T = 40, 11, 3
-        cache = f32(2, ctx, Hkv, D, scale=0.5)
-        q, k, v = f32(T, Hq, D), f32(T, Hkv, D), f32(T, Hkv, D)
-        pos = np.arange(start, start + T).astype(np.int32)
-
-        def ref(a, kw):
-            c = a[3].copy()
-            c[0, a[4]], c[1, a[4]] = a[1], a[2]
-            return sdpa(a[0], c[0, :start + T], c[1, :start + T], a[4], window=5)
-        return (lambda: ([q, k, v, cache.copy(), pos], dict(window=5))), ref
+            def ref(a, kw):
+                c = a[3].copy()
+                c[0, a[4]], c[1, a[4]] = a[1], a[2]
+                return sdpa(a[0], c[0, :start + T], c[1, :start + T], a[4], window=W)
+            return (lambda: ([q, k, v, cache.copy(), pos], dict(window=W) if W else {})), ref
 
 
 for ps, Hq, Hkv, D, L in ((16, 8, 2, 128, 37), (1, 4, 4, 64, 5), (32, 16, 2, 64, 70)):

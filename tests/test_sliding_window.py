@@ -217,13 +217,9 @@ def test_greedy_matches_hf_past_the_window(pair):
     assert m.generate(PROMPT[:5], max_new_tokens=24).tokens == hf_ref
 
 
-def test_a_sequence_four_windows_long_in_one_window_of_pages(tmp_path):
-    """The engine with a pool of exactly `most_pages` pages: a prompt and 4 windows of new tokens
-    run without a preemption, the pages held never pass the window's, and the tokens are HF's."""
-    W, P = 8, 4
-    hf = tiny_mistral(seed=21, window=W)
-    m = tffedu.load(write_gguf(hf, tmp_path / "m.gguf"))
-    prompt, n_new = PROMPT[:6], 4 * W
+def run_in_one_window(m, prompt, n_new: int, W: int, P: int):
+    """An engine whose pool holds exactly `most_pages` pages of P runs prompt + n_new tokens:
+    (the request, the pages held after each step, the engine). Used on the GPU too (test_gpu_model)."""
     from tffedu.engine import Engine
     probe = KVCache(1, 1, 1, 1, P, dtype=None, window=W)
     eng = Engine(m, page_size=P, num_pages=probe.most_pages(len(prompt), len(prompt) + n_new))
@@ -233,6 +229,17 @@ def test_a_sequence_four_windows_long_in_one_window_of_pages(tmp_path):
     while eng.busy:
         eng.step()
         held.append(eng.cache.num_pages - eng.cache.n_free_pages)
+    return req, held, eng
+
+
+def test_a_sequence_four_windows_long_in_one_window_of_pages(tmp_path):
+    """The engine with a pool of exactly `most_pages` pages: a prompt and 4 windows of new tokens
+    run without a preemption, the pages held never pass the window's, and the tokens are HF's."""
+    W, P = 8, 4
+    hf = tiny_mistral(seed=21, window=W)
+    m = tffedu.load(write_gguf(hf, tmp_path / "m.gguf"))
+    prompt, n_new = PROMPT[:6], 4 * W
+    req, held, eng = run_in_one_window(m, prompt, n_new, W, P)
     assert req.tokens == argmax_chain(hf, prompt, n_new)
     assert max(held) <= eng.cache.pages_for(W) + 1 and eng.stats["preempted"] == 0
     assert len(prompt) + n_new >= 4 * W
