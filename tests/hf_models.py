@@ -106,8 +106,9 @@ def _init_(model: torch.nn.Module, seed: int, std: float) -> None:
 
 
 def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx, theta, eps,
-          seed, std, rope_scaling, attention_bias=False, **more):
-    "A random HF causal LM of `arch` ('qwen3', 'llama', 'qwen2' or 'mistral') in float32, eval mode."
+          seed, std, rope_scaling, attention_bias=False, rope_parameters=None, **more):
+    """A random HF causal LM of `arch` ('qwen3', 'llama', 'qwen2' or 'mistral') in float32, eval mode.
+    rope_parameters: the config's own (Gemma 3's, one per layer type), else one from theta."""
     import transformers
     Config, Model = {"qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
                      "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
@@ -122,7 +123,7 @@ def _tiny(arch, hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular,
     cfg = Config(vocab_size=vs, hidden_size=hidden, intermediate_size=ffn,
                  num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                  max_position_embeddings=ctx, rms_norm_eps=eps, tie_word_embeddings=tied,
-                 rope_parameters={"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
+                 rope_parameters=rope_parameters or {"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
                  bos_token_id=vs - 3, eos_token_id=vs - 1, pad_token_id=vs - 3, **extra, **more)
     torch.manual_seed(seed)
     model = Model(cfg).float().eval()
@@ -162,14 +163,11 @@ def tiny_gemma3(hidden=64, layers=7, heads=4, kv_heads=2, head_dim=32, ffn=96, t
     of six (or `layer_types`), RoPE theta `local_theta` there and `theta` (with `rope_scaling`) on
     the others, norms after each sub-block, GeGLU, embeddings scaled by sqrt(hidden)."""
     types = layer_types or ["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(layers)]
-    full = {"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})}
-    model = _tiny("gemma3_text", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
-                  theta, eps, seed, std, None, sliding_window=window, layer_types=types,
-                  query_pre_attn_scalar=query_pre_attn_scalar or head_dim)
-    model.config.rope_parameters = {"full_attention": full,
-                                    "sliding_attention": {"rope_type": "default", "rope_theta": local_theta}}
-    model.model.rotary_emb = type(model.model.rotary_emb)(model.config)   # built from the new thetas
-    return model
+    rope = {"full_attention": {"rope_type": "default", "rope_theta": theta, **(rope_scaling or {})},
+            "sliding_attention": {"rope_type": "default", "rope_theta": local_theta}}
+    return _tiny("gemma3_text", hidden, layers, heads, kv_heads, head_dim, ffn, tied, n_regular, ctx,
+                 theta, eps, seed, std, None, rope_parameters=rope, sliding_window=window, layer_types=types,
+                 query_pre_attn_scalar=query_pre_attn_scalar or head_dim)
 
 
 def tiny_qwen3moe(hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, experts=8, top_k=2, expert_ffn=32,

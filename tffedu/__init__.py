@@ -36,6 +36,7 @@ Modules:
 - `tffedu.safetensors`: safetensors reader on mmap, and Hugging Face model folders (config.json + *.safetensors) as models with GGUF tensor names (chapter 03c).
 - `tffedu.sampling`: Sampling (chapter 14): SamplingParams and sample(), with HF transformers' filter semantics.
 - `tffedu.serve`: Serving (chapter 15): the OpenAI HTTP API over the engine, a chat page, and Prometheus metrics.
+- `tffedu.speculative`: Speculative decoding (chapter 16): draft a few tokens cheaply, check them all in one step of the model, keep exactly what the model would have said.
 - `tffedu.spm`: SentencePiece vocabularies (chapter 04a): Llama 2, Mistral and Gemma, GGUF `tokenizer.ggml.model = "llama"`.
 - `tffedu.tensor`: Tensors (chapter 02): the DType table (ggml ids, blocks) and Tensor (shape, strides, views).
 - `tffedu.tokenizer`: Byte-level BPE tokenizer from a GGUF vocabulary, special tokens and chat templates (chapter 04)."""

@@ -58,6 +58,13 @@ def _prob(s):
     return v
 
 
+def _spec(s):
+    "--spec: prompt lookup or a draft model (chapter 16); the file itself is checked when it loads."
+    if s != "ngram" and not (s.startswith("draft:") and len(s) > 6):
+        raise argparse.ArgumentTypeError(f"must be ngram or draft:PATH, got {s!r}")
+    return s
+
+
 def _model_path(path):
     if path is not None:
         return path
@@ -81,7 +88,7 @@ def cmd_generate(args):
     model = _load(args)
     _needs_tokenizer(model, args)
     for piece in model.stream(args.prompt, max_new_tokens=args.n, temperature=args.temp,
-                              top_k=args.top_k, top_p=args.top_p, seed=args.seed):
+                              top_k=args.top_k, top_p=args.top_p, seed=args.seed, speculative=args.spec):
         print(piece, end="", flush=True)
     print()
 
@@ -145,7 +152,7 @@ def _chat_turn(model, tok, messages, args, extra, hidden):
         reply = []
         try:
             pieces = model.stream(tok.encode(prompt, special=True), max_new_tokens=args.n,
-                                  temperature=args.temp, seed=args.seed)
+                                  temperature=args.temp, seed=args.seed, speculative=args.spec)
             while True:
                 try:
                     piece = next(pieces)
@@ -252,7 +259,7 @@ def cmd_serve(args):
     print(f"tffedu serve: {model!r}; the chat page at {page}", file=sys.stderr, flush=True)
     pages = None if args.kv_tokens is None else -(-args.kv_tokens // 32)
     serve(model, args.host, args.port, max_queue=args.max_queue, max_batch=args.max_batch,
-          page_size=32, num_pages=pages)
+          page_size=32, num_pages=pages, speculative=args.spec)
 
 
 def build_parser():
@@ -263,6 +270,10 @@ def build_parser():
         sp.add_argument("-m", "--model", help="GGUF file or HF folder (default: SmolLM2-135M-Instruct)")
         sp.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
 
+    def spec_arg(sp):
+        sp.add_argument("--spec", type=_spec, default=None, metavar="ngram|draft:PATH",
+                        help="speculative decoding: prompt lookup, or a draft model of the same vocabulary")
+
     g = sub.add_parser("generate", help="continue a prompt")
     model_args(g)
     g.add_argument("prompt_pos", nargs="?", metavar="PROMPT", help="the prompt (or use -p)")
@@ -272,6 +283,7 @@ def build_parser():
     g.add_argument("--top-k", type=_nonneg_int, default=0)
     g.add_argument("--top-p", type=_prob, default=1.0)
     g.add_argument("--seed", type=_seed, default=None)
+    spec_arg(g)
     g.set_defaults(fn=cmd_generate)
 
     c = sub.add_parser("chat", help="talk to the model with its chat template")
@@ -282,6 +294,7 @@ def build_parser():
     c.add_argument("--seed", type=_seed, default=None)
     c.add_argument("--think", action=argparse.BooleanOptionalAction, default=None,
                    help="Qwen3: turn thinking on or off (default: the template's)")
+    spec_arg(c)
     c.set_defaults(fn=cmd_chat)
 
     i = sub.add_parser("inspect", help="metadata and tensor table of a model file")
@@ -311,6 +324,7 @@ def build_parser():
                    help="tokens the KV cache holds, all sequences together (default: sized from memory)")
     s.add_argument("--kv-memory", type=_prob, default=None,
                    help="on a GPU, the share of the memory left after the weights for K/V (default 0.9)")
+    spec_arg(s)
     s.set_defaults(fn=cmd_serve)
     return p
 

@@ -11,6 +11,7 @@ runner (chapter 13) on the model's device. `tffedu.load` returns an engine-backe
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import sys
 import threading
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ContextOverflowError, EngineError, KVCacheError, SamplingError
+from .errors import ContextOverflowError, EngineError, KVCacheError, SamplingError, SpeculativeError
 from .factory import backend, patch
 from .kvcache import KVCache
 from .memory import get_allocator
@@ -58,6 +59,11 @@ class Request:
     t_first: float = 0.0
     t_done: float = 0.0
     n_read: int | None = None                         # a stream: new tokens its consumer has taken
+    drafter: object | None = None                     # chapter 16: proposes tokens to check in one step
+    k: int = 0                                        # draft tokens it tries next (adapted as they pass)
+    drafts: list[int] = field(default_factory=list)   # this step's, appended to its decode row
+    n_drafted: int = 0                                # draft tokens checked, and accepted, in all
+    n_accepted: int = 0
 
     @property
     def prompt(self) -> list[int]:
@@ -67,6 +73,11 @@ class Request:
     def tokens(self) -> list[int]:
         "The generated tokens (a copy)."
         return self.ids[self.n_prompt:]
+
+    def row(self, start: int, n: int) -> list[int]:
+        "Tokens start .. start+n-1 of its ids followed by its drafts (a step's row of it)."
+        got = self.ids[start:start + n]
+        return got + self.drafts[:n - len(got)]
 
     @property
     def n_generated(self) -> int:
@@ -108,14 +119,18 @@ class Batch:
 
     @property
     def kind(self) -> str:
-        "'decode' (every row decodes), 'prefill' (every row is a prompt chunk) or 'mixed'."
+        """'decode' (every row decodes), 'prefill' (every row is a prompt chunk), 'mixed', or 'verify'
+        (a decode row carries drafts, chapter 16: every one of its tokens gets the model's choice)."""
+        if any(n > 1 for n in self.chunks[:self.n_decode]):
+            return "verify"
         return ("decode" if self.n_decode == len(self.reqs) else
                 "prefill" if self.n_decode == 0 else "mixed")
 
     @property
     def samples(self) -> list[bool]:
-        "Which rows reach the end of their sequence, so that a token is sampled from them."
-        return [s + n == r.seq_len for r, s, n in zip(self.reqs, self.starts, self.chunks)]
+        "Which rows get a token: every decode row, and the prompt chunks that reach their prompt's end."
+        return [b < self.n_decode or s + n == r.seq_len
+                for b, (r, s, n) in enumerate(zip(self.reqs, self.starts, self.chunks))]
 
 # %% ../notebooks/14a_engine.ipynb #71841552
 class Scheduler:
@@ -158,6 +173,12 @@ class Scheduler:
         "Admitted, but tokens of its sequence in the cache are not computed yet: its prompt is in chunks."
         return self.cache.n_computed(req.sid) < self.cache.seq_len(req.sid)
 
+    @property
+    def prompts_wait(self) -> bool:
+        "A prompt is (or may be) waiting for its prefill: drafts can wait, it goes first (chapter 16)."
+        return (any(self.prefilling(r) and not r.parked for r in self.running)
+                or (len(self.running) < self.max_batch and any(not r.parked for r in self.waiting)))
+
 # %% ../notebooks/14a_engine.ipynb #c1a0d002
 @patch
 def _schedule_decodes(self: Scheduler, batch: Batch) -> None:
@@ -168,8 +189,10 @@ def _schedule_decodes(self: Scheduler, batch: Batch) -> None:
             parked = [r for r in others if r.parked]
             self.preempt((parked or others or [req])[-1])   # a parked one, else the newest not scheduled
         if req in self.running:
-            self.cache.extend(req.sid)                     # the slot of the token it sampled last step
-            batch.add(req, req.seq_len - 1, 1)
+            if self.cache.extend_cost(req.sid, 1 + len(req.drafts)) > self.cache.n_free_pages:
+                req.drafts = []                            # no page to spare for drafts: one token
+            self.cache.extend(req.sid, 1 + len(req.drafts))   # the token it sampled last step (+ drafts)
+            batch.add(req, req.seq_len - 1, 1 + len(req.drafts))
     batch.n_decode = len(batch.reqs)
 
 
@@ -178,6 +201,7 @@ def preempt(self: Scheduler, victim: Request) -> None:
     "Free a running request's pages; it goes back to the front of the queue and restarts later."
     self.running.remove(victim)
     self.cache.free(victim.sid)
+    victim.drafts = []
     self.waiting.appendleft(victim)
     self.stats["preempted"] += 1
 
@@ -185,6 +209,8 @@ def preempt(self: Scheduler, victim: Request) -> None:
 @patch
 def _schedule_prefills(self: Scheduler, batch: Batch) -> None:
     "Fill what is left of the token budget with prompt chunks: started prompts first, then new ones."
+    if batch.kind == "verify":
+        return                                         # drafts and prompt chunks never share a step
     budget = self.token_budget - batch.n_decode
     for req in [r for r in self.running if r not in batch.reqs and self.prefilling(r)]:   # not decodes, nor parked
         if budget <= 0:
@@ -214,15 +240,22 @@ def _schedule_prefills(self: Scheduler, batch: Batch) -> None:
 def schedule(self: Scheduler) -> Batch | None:
     """The next forward pass — a decode row for every running sequence, then prefill chunks in the
     budget — with its StepInput; None when nothing runs or waits. Logits come back to the host only
-    if a request that gets a token in it samples (a greedy one takes the graph's argmax)."""
+    if a request that gets a token in it samples (a greedy one takes the graph's argmax). A decode
+    row with drafts (chapter 16) becomes one decode row per token: each attends over the keys up to
+    its own position, computed exactly as a decode step computes it."""
     batch = Batch()
     self._schedule_decodes(batch)
     self._schedule_prefills(batch)
     if not batch.reqs:
         return None
-    kind = self.decode_kind if all(n == 1 for n in batch.chunks) else "prefill"
-    ids = [t for r, s, n in zip(batch.reqs, batch.starts, batch.chunks) for t in r.ids[s:s + n]]
+    ids = [t for r, s, n in zip(batch.reqs, batch.starts, batch.chunks) for t in r.row(s, n)]
     logits = any(s and not _argmax_only(r) for r, s in zip(batch.reqs, batch.samples))
+    if batch.kind == "verify":   # chapter 16: each token of a row is a decode row of its own, at its position
+        sids = [r.sid for r, n in zip(batch.reqs, batch.chunks) for _ in range(n)]
+        pos = [s + i for s, n in zip(batch.starts, batch.chunks) for i in range(n)]
+        batch.input = StepInput.build(self.cache, self.decode_kind, sids, pos, [1] * len(ids), ids, logits=logits)
+        return batch
+    kind = self.decode_kind if all(n == 1 for n in batch.chunks) else "prefill"
     batch.input = StepInput.build(self.cache, kind, [r.sid for r in batch.reqs], batch.starts,
                                   batch.chunks, ids, logits=logits)
     return batch
@@ -233,10 +266,11 @@ def schedule_ahead(self: Scheduler, batch: Batch) -> Batch | None:
     """The decode step after `batch`, scheduled before batch's tokens are read: each row's token is
     the one `batch` samples, copied on the device (a StepInput without ids); its slot is reserved
     now. Only where nothing can change the batch but an end of text: a decode step of greedy
-    requests, none ending by length, nobody waiting (but parked streams), pages for everyone. None
-    otherwise."""
+    requests, none ending by length or drafting, nobody waiting (but parked streams), pages for
+    everyone. None otherwise."""
     if (batch.kind != "decode" or any(not r.parked for r in self.waiting)
-            or any(r.done or not _argmax_only(r) or r.n_generated + 2 > r.max_new_tokens for r in batch.reqs)
+            or any(r.done or not _argmax_only(r) or r.n_generated + 2 > r.max_new_tokens or r.drafter
+                   for r in batch.reqs)
             or sum(self.cache.extend_cost(r.sid) for r in batch.reqs) > self.cache.n_free_pages):
         return None
     nxt = Batch()
@@ -346,7 +380,7 @@ class Engine:
                              window=0 if 0 in windows else max(windows))
         self.runner = ModelRunner(model, self.cache, max_graphs=max_graphs, cuda_graphs=cuda_graphs)
         self.stats = dict(steps=0, prefill_tokens=0, prefill_chunks=0, decode_tokens=0, mixed_steps=0,
-                          overlapped=0)
+                          overlapped=0, verify_steps=0, drafted=0, accepted=0)
         self.scheduler = Scheduler(self.cache, int(max_batch), int(token_budget), self.stats,
                                    "decode" if self.runner.decode_kernel else "prefill")
         # queue the next decode step before reading this one (on by default where steps are CUDA graphs)
@@ -354,6 +388,7 @@ class Engine:
         self._ahead: tuple | None = None           # (Batch, Pending): a decode step queued, not yet read
         self.history: list[tuple[str, list[int], list[int]]] = []  # (kind, sids, chunks) per step
         self._next_sid = 0
+        self.drafters: dict = {}                   # `speculative=` -> its Drafter (chapter 16), made once
         self.lock = threading.RLock()
 
     @property
@@ -382,9 +417,10 @@ def check(self: Engine, prompt: list[int], max_new_tokens: int) -> None:
 @patch
 def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
         max_new_tokens: int = 64, stops=(), ignore_eos: bool = False,
-        top_logprobs: int | None = None) -> Request:
+        top_logprobs: int | None = None, speculative=None) -> Request:
     """Queue a request (prompt as token ids); it joins the batch at a later step. top_logprobs=k
-    (k >= 0) records every new token's logprob and the k likeliest in `req.logprobs`."""
+    (k >= 0) records every new token's logprob and the k likeliest in `req.logprobs`.
+    speculative: None, "ngram", "draft:PATH" or a Drafter (chapter 16; `drafter`)."""
     params = params or SamplingParams()
     if not isinstance(params, SamplingParams):
         raise SamplingError(f"params must be SamplingParams, got {type(params).__name__}")
@@ -395,10 +431,12 @@ def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
         raise SamplingError(f"top_logprobs must be None or an integer in [0, {MAX_TOP_LOGPROBS}], "
                             f"got {top_logprobs!r}")
     self.check(prompt, max_new_tokens)
+    drafter = self.drafter(speculative)
     with self.lock:
         req = Request(self._next_sid, prompt, len(prompt), params, int(max_new_tokens), list(stops),
                       ignore_eos, rng=params.make_rng(), t_add=time.perf_counter(),
-                      top_logprobs=None if top_logprobs is None else int(top_logprobs))
+                      top_logprobs=None if top_logprobs is None else int(top_logprobs),
+                      drafter=drafter, k=drafter.k if drafter else 0)
         self._next_sid += 1
         self.scheduler.add(req)
     return req
@@ -412,17 +450,19 @@ def cancel(self: Engine, req: Request) -> None:
         if req.finish_reason is None:
             req.finish_reason = "cancelled"
 
-
 # %% ../notebooks/14a_engine.ipynb #24627c63
 @patch
 def _read(self: Engine, batch: Batch, pending) -> tuple[np.ndarray, np.ndarray | None]:
     """Wait for a launched step: greedy token ids [B] and, if it computed them, logits [B, V] of the
-    last new token of every request in it; its tokens are computed now (of the requests still here)."""
+    last new token of every request in it (a "verify" step: of every row); its tokens are computed
+    now (of the requests still here)."""
     out = pending.result()
-    for req, n in zip(batch.reqs, batch.chunks):
-        if not req.done:                       # a request that ended meanwhile has no pages left
+    for b, (req, n) in enumerate(zip(batch.reqs, batch.chunks)):
+        # a request that ended meanwhile has no pages left; a verify row commits what it keeps
+        if not req.done and not (req.drafts and b < batch.n_decode):
             self.cache.commit(req.sid, n, req.ids)   # full pages become shareable
-    B, logits = len(batch.reqs), out.get("logits")
+    B = sum(batch.chunks) if batch.kind == "verify" else len(batch.reqs)
+    logits = out.get("logits")
     return out["next_ids"][:B], (None if logits is None else logits[:B])
 
 
@@ -458,6 +498,7 @@ def step(self: Engine) -> list[tuple[Request, int]]:
     with self.lock:
         batch, pending, whole = self._take_ahead()
         if batch is None:
+            self._draft()                      # chapter 16: drafts of the requests that speculate
             batch = self.scheduler.schedule()
             if batch is None:
                 return []
@@ -468,20 +509,28 @@ def step(self: Engine) -> list[tuple[Request, int]]:
         ids, logits = self._read(batch, pending)
         now = time.perf_counter()
         self._count(batch)
+        # where each request's rows begin and end in ids and logits: one row each, or ("verify") all
+        rows = np.cumsum([0, *batch.chunks]) if batch.kind == "verify" else range(len(batch.reqs) + 1)
         out = []
         for b, req in enumerate(batch.reqs):
             if not samples[b]:
                 continue                       # a chunk short of its prompt's end: no token yet
-            if _greedy(req.params):
-                tok = int(ids[b])              # the graph's argmax
+            lo, hi = rows[b], rows[b + 1]
+            if req.drafts and b < batch.n_decode:
+                toks = self._verify(req, ids[lo:hi], None if logits is None else logits[lo:hi])
+            elif _greedy(req.params):
+                toks, lo = [int(ids[hi - 1])], hi - 1          # the graph's argmax
             else:
-                tok = int(sample(logits[b], req.params, req.rng, context=req.ids))
-            if req.top_logprobs is not None:
-                req.logprobs.append(token_logprobs(logits[b], tok, req.top_logprobs))
-            req.ids.append(tok)                # the one place it is kept
-            req.t_first = req.t_first or now
-            out.append((req, tok))
-            self._maybe_finish(req, tok, now)
+                toks, lo = [int(sample(logits[hi - 1], req.params, req.rng, context=req.ids))], hi - 1
+            for i, tok in enumerate(toks):
+                if req.top_logprobs is not None:
+                    req.logprobs.append(token_logprobs(logits[lo + i], tok, req.top_logprobs))
+                req.ids.append(tok)            # the one place it is kept
+                req.t_first = req.t_first or now
+                out.append((req, tok))
+                self._maybe_finish(req, tok, now)
+                if req.done:
+                    break
         return out
 
 
@@ -522,11 +571,61 @@ def _count(self: Engine, batch: Batch) -> None:
     st["prefill_tokens"] += sum(batch.chunks[batch.n_decode:])
     st["prefill_chunks"] += len(batch.reqs) - batch.n_decode
     st["mixed_steps"] += batch.kind == "mixed"
+    st["verify_steps"] += batch.kind == "verify"
     for req in batch.reqs[batch.n_decode:]:
         req.n_chunks += 1
     self.history.append((batch.kind, [r.sid for r in batch.reqs], list(batch.chunks)))
     if len(self.history) > 2 * HISTORY_STEPS:          # a long-lived engine must not grow without end
         del self.history[:-HISTORY_STEPS]
+
+# %% ../notebooks/14a_engine.ipynb #5bec0016
+@patch
+def drafter(self: Engine, speculative):
+    """The drafter of a `speculative=` setting: None (none), a drafter object (chapter 16's
+    `Drafter`: `propose`, `verify`), or a name ("ngram", "draft:PATH") that chapter 16's
+    `make_drafter` turns into one — loaded on first use by name, as chapter 01 loads a backend's
+    ops — once per engine (a draft model keeps its K/V pages from step to step)."""
+    if speculative is None or (hasattr(speculative, "propose") and hasattr(speculative, "verify")):
+        return speculative
+    if not isinstance(speculative, str):
+        raise SpeculativeError(f"speculative must be None, 'ngram', 'draft:PATH' or a Drafter, got {speculative!r}")
+    with self.lock:
+        if speculative not in self.drafters:
+            make = importlib.import_module("tffedu.speculative").make_drafter
+            self.drafters[speculative] = make(speculative, self.model, self.cache.page_size, self.cache.num_pages)
+        return self.drafters[speculative]
+
+
+@patch
+def _draft(self: Engine) -> None:
+    """Drafts for every decoding request that speculates, each drafter asked once for all of its
+    requests; none while a prompt waits for its prefill (it goes first), none past max_new_tokens."""
+    s = self.scheduler
+    spec = [r for r in s.running if r.drafter is not None and not r.parked and not s.prefilling(r)]
+    for r in spec:
+        r.drafts = []
+    if not spec or s.prompts_wait:
+        return
+    spec = [r for r in spec if r.max_new_tokens - r.n_generated > 1]
+    for d in {id(r.drafter): r.drafter for r in spec}.values():
+        d.propose([r for r in spec if r.drafter is d])
+    for r in spec:
+        r.drafts = [int(t) for t in r.drafts[:min(r.k, r.max_new_tokens - r.n_generated - 1)]]
+
+
+@patch
+def _verify(self: Engine, req: Request, ids, logits) -> list[int]:
+    """The tokens a verify row keeps — its drafts up to the first the model disagrees with, then the
+    model's own token (the drafter's `verify`, chapter 16) — and the rejected drafts' slots given back."""
+    drafts, req.drafts = req.drafts, []
+    toks = req.drafter.verify(req, drafts, ids, logits)
+    a = len(toks) - 1                                  # drafts kept
+    self.cache.truncate(req.sid, req.seq_len + a)      # its partial last page is its own: no copy
+    self.cache.commit(req.sid, a + 1, req.ids + drafts[:a])
+    req.n_drafted, req.n_accepted = req.n_drafted + len(drafts), req.n_accepted + a
+    self.stats["drafted"] += len(drafts)
+    self.stats["accepted"] += a
+    return toks
 
 # %% ../notebooks/14a_engine.ipynb #c1a0d006
 @patch
@@ -623,10 +722,9 @@ def _sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty
     return SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                           repetition_penalty=repetition_penalty, seed=seed)
 
-
 # %% ../notebooks/14a_engine.ipynb #d26a6c02
 def generate_batch(model, prompts, max_new_tokens: int = 64, stop=None,
-                   ignore_eos: bool = False, **sampling) -> list[Generation]:
+                   ignore_eos: bool = False, speculative=None, **sampling) -> list[Generation]:
     """Generate for every prompt with continuous batching; outs[i] equals
     model.generate(prompts[i], same arguments) for that prompt alone."""
     params = _sampling(**sampling)                   # every argument checked before any work
@@ -638,9 +736,10 @@ def generate_batch(model, prompts, max_new_tokens: int = 64, stop=None,
     eng = engine_of(model)
     for p in ids:
         eng.check(p, max_new_tokens)
+    drafter = eng.drafter(speculative)
     if max_new_tokens == 0:
         return [Generation([], "", p, "length") for p in ids]
-    reqs = [eng.add(p, params, max_new_tokens, stops, ignore_eos) for p in ids]
+    reqs = [eng.add(p, params, max_new_tokens, stops, ignore_eos, speculative=drafter) for p in ids]
     try:
         while not all(r.done for r in reqs):
             eng.step()
@@ -652,7 +751,7 @@ def generate_batch(model, prompts, max_new_tokens: int = 64, stop=None,
 
 
 def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool = False,
-           **sampling):
+           speculative=None, **sampling):
     """Yield the new text piece by piece as it is generated (never half a UTF-8 character). The
     generator returns why it stopped, as `Generation.stop_reason` says it ("eos", "length",
     "stop"): `StopIteration.value`, or `reason = yield from model.stream(...)` in a generator."""
@@ -662,7 +761,7 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
     if model.tokenizer is None:
         raise SamplingError("this model file has no tokenizer, so its tokens cannot be streamed as text")
     eng = engine_of(model)
-    req = eng.add(model.encode(prompt), params, max_new_tokens, stops, ignore_eos)
+    req = eng.add(model.encode(prompt), params, max_new_tokens, stops, ignore_eos, speculative=speculative)
     req.n_read = 0                                   # parked when its reader falls behind
     dec, seen = model.tokenizer.stream_decoder(), 0
     try:
@@ -706,13 +805,16 @@ class Model(_model.Model):
 
     def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
-                 seed: int | None = None, stop=None, ignore_eos: bool = False) -> Generation:
+                 seed: int | None = None, stop=None, ignore_eos: bool = False,
+                 speculative=None) -> Generation:
         """Continue `prompt` (str or token ids) by up to `max_new_tokens` tokens: a batch of one.
         temperature 0 is greedy; otherwise softmax(logits / temperature) filtered by top_k (0 =
         off), top_p (1 = off), min_p (0 = off), drawn from a numpy Generator seeded with `seed`.
         Stops at an EOS token (kept in `tokens`), after max_new_tokens, or once the text contains
-        one of the `stop` strings; ignore_eos=True generates exactly max_new_tokens."""
-        return generate_batch(self, [prompt], max_new_tokens, stop, ignore_eos, temperature=temperature,
+        one of the `stop` strings; ignore_eos=True generates exactly max_new_tokens.
+        speculative: "ngram" or "draft:PATH" checks drafted tokens in one step (chapter 16): the
+        same tokens greedily, the same distribution sampled, faster where drafts are accepted."""
+        return generate_batch(self, [prompt], max_new_tokens, stop, ignore_eos, speculative, temperature=temperature,
                               top_k=top_k, top_p=top_p, min_p=min_p,
                               repetition_penalty=repetition_penalty, seed=seed)[0]
 

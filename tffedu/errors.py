@@ -7,7 +7,8 @@ catch one base class, or a narrow one, and the message always says what was wron
 __all__ = ["TffeduError", "RegistryError", "DeviceError", "AllocationError", "ShapeError",
            "GGUFError", "SafetensorsError", "ConfigError", "ModelError", "TokenizerError",
            "NoTokenizerError", "ModelCacheError", "GraphError", "PlannerError", "KVCacheError",
-           "SamplingError", "ContextOverflowError", "EngineError", "RequestError"]
+           "SamplingError", "ContextOverflowError", "EngineError", "RequestError",
+           "SpeculativeError"]
 
 
 class TffeduError(Exception):
@@ -88,6 +89,10 @@ class ContextOverflowError(TffeduError, ValueError):
 
 class EngineError(TffeduError, ValueError):
     "Engine options that cannot work (batch size, token budget, page size, number of pages)."
+
+
+class SpeculativeError(TffeduError, ValueError):
+    "A `speculative=` setting that cannot work: an unknown method, a draft model of another vocabulary."
 
 
 class RequestError(TffeduError, ValueError):

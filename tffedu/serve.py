@@ -125,8 +125,9 @@ class EngineLoop:
     engine: the loop hands out the tokens of the steps it runs, and only those.
     """
 
-    def __init__(self, engine: Engine, max_queue: int = 256):
+    def __init__(self, engine: Engine, max_queue: int = 256, speculative=None):
         self.engine, self.max_queue = engine, max_queue
+        self.drafter = engine.drafter(speculative)        # every request drafts with it (chapter 16)
         self._inbox: deque[tuple[str, Job]] = deque()   # ("add" | "cancel", job), in arrival order
         self._n_adds = 0                                  # "add"s in the inbox
         self._jobs: dict[int, Job] = {}                   # live jobs by their request's sid
@@ -215,7 +216,7 @@ def _take(self: EngineLoop, what: str, job: Job) -> None:
         return
     try:
         job.req = self.engine.add(job.prompt, job.params, job.max_tokens, job.stops,
-                                  job.ignore_eos, job.top_logprobs)
+                                  job.ignore_eos, job.top_logprobs, speculative=self.drafter)
     except Exception as e:                     # checked before submit: a last line of defence
         job.done = True
         job.push(Event(error=f"the engine refused the request: {e}"))
@@ -630,7 +631,10 @@ class Metrics:
                  lambda: eng.cache.num_pages - eng.cache.n_free_pages),
                 ("tffedu_kv_pages_total", "KV-cache pages in all", lambda: eng.cache.num_pages),
                 ("tffedu_generation_tokens_per_second", "Tokens generated per second (last 10 s)",
-                 loop.tokens_per_s)):
+                 loop.tokens_per_s),
+                ("tffedu_spec_draft_tokens", "Draft tokens checked so far (speculative decoding)",
+                 lambda: eng.stats["drafted"]),
+                ("tffedu_spec_accepted_tokens", "Draft tokens accepted so far", lambda: eng.stats["accepted"])):
             Gauge(name, doc, registry=r).set_function(fn)
         self.prompt_tokens = Counter("tffedu_prompt_tokens", "Prompt tokens of admitted requests", registry=r)
         self.generation_tokens = Counter("tffedu_generation_tokens", "Tokens generated", registry=r)
@@ -690,12 +694,12 @@ class Service:
     request to its answer (read the body, check it, hand the jobs over, answer whole or stream)."""
 
     def __init__(self, model, engine: Engine | None = None, max_queue: int = 256,
-                 model_id: str | None = None, **engine_options):
+                 model_id: str | None = None, speculative=None, **engine_options):
         self.model = model
         if engine is None:
             drop_engine(model)                     # on a GPU, the model's shared engine leaves its pages
             engine = Engine(model, **engine_options)
-        self.loop = EngineLoop(engine, max_queue)
+        self.loop = EngineLoop(engine, max_queue, speculative)
         self.metrics = Metrics(self.loop)
         path = getattr(model.source, "path", None)
         self.model_id = model_id or (pathlib.Path(path).name if path else model.config.arch)
@@ -761,15 +765,15 @@ async def stream(self: Service, answer: Answer, queue: asyncio.Queue, jobs: list
 
 # %% ../notebooks/15_serve.ipynb #e98ff51a
 def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model_id: str | None = None,
-             **engine_options):
+             speculative=None, **engine_options):
     """A FastAPI app serving `model` over its own engine: `engine`, or one made here with
     `engine_options` (chapter 14a's Engine: max_batch, num_pages or kv_memory, page_size, ...).
     Nothing else may step it. `app.state.service` holds the engine loop, started and stopped with
-    the app."""
+    the app. speculative: "ngram" or "draft:PATH" drafts for every request (chapter 16)."""
     if FastAPI is None:
         raise TffeduError("tffedu serve needs FastAPI, uvicorn and prometheus-client: "
                           "pip install 'tffedu[serve]'")
-    svc = Service(model, engine, max_queue, model_id, **engine_options)
+    svc = Service(model, engine, max_queue, model_id, speculative, **engine_options)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -817,11 +821,11 @@ def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model
 
 def serve(model, host: str = "127.0.0.1", port: int = 8000, *, max_queue: int = 256,
           model_id: str | None = None, drain_s: float = 5.0, log_level: str = "info",
-          **engine_options) -> None:
+          speculative=None, **engine_options) -> None:
     """Serve `model` over HTTP until SIGINT or SIGTERM. Then no new request is taken; those in
     flight have `drain_s` seconds to finish, after which they end with finish_reason "abort" (a
     stream still gets its last chunk and `data: [DONE]`), and the process exits with status 0."""
-    app = make_app(model, max_queue=max_queue, model_id=model_id, **engine_options)
+    app = make_app(model, max_queue=max_queue, model_id=model_id, speculative=speculative, **engine_options)
     loop = app.state.service.loop
 
     class Server(uvicorn.Server):

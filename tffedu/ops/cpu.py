@@ -19,8 +19,8 @@ from ..factory import OPS
 from ..quant import dequantize
 
 # %% auto #0
-__all__ = ['as_f32', 'clear_weight_cache', 'get_rows', 'rmsnorm', 'matmul', 'rope_angles', 'rope', 'causal_mask', 'attention',
-           'silu', 'swiglu', 'add', 'mul', 'softmax', 'argmax', 'geglu', 'scale', 'moe_ffn']
+__all__ = ['GEMV_ROWS', 'as_f32', 'clear_weight_cache', 'get_rows', 'rmsnorm', 'matmul', 'rope_angles', 'rope', 'causal_mask',
+           'attention', 'silu', 'swiglu', 'add', 'mul', 'softmax', 'argmax', 'geglu', 'scale', 'moe_ffn']
 
 # %% ../../notebooks/07_cpu_ops.ipynb #2d05b63d
 _F32_CACHE: dict[int, tuple] = {}   # id(weight) -> (weakref to the weight, float32 array)
@@ -121,8 +121,16 @@ def matmul(x, w, out=None):
         raise ShapeError(f"matmul: x has {x.shape[-1]} columns, the weight {tuple(wf.shape)} "
                          f"expects {wf.shape[1]}")
     out = _out(out, (*x.shape[:-1], wf.shape[0]))
-    np.matmul(x, wf.T, out=out)
+    rows, o = x.reshape(-1, x.shape[-1]), out.reshape(-1, wf.shape[0])
+    if 1 < len(rows) <= GEMV_ROWS and np.shares_memory(o, out):
+        for t in range(len(rows)):          # a few rows: one GEMV each, bit for bit the one-row result
+            np.matmul(rows[t:t + 1], wf.T, out=o[t:t + 1])
+    else:
+        np.matmul(x, wf.T, out=out)
     return out
+
+
+GEMV_ROWS = 8   # up to this many rows a GEMV per row beats OpenBLAS's GEMM, which first packs all of w
 
 # %% ../../notebooks/07_cpu_ops.ipynb #003c0d4d
 def rope_angles(pos, n_dims: int, theta: float, freq_scale: float = 1.0):
