@@ -100,7 +100,7 @@ class Request:
 
 STREAM_LOOKAHEAD = 16   # new tokens a stream may hold that its consumer has not taken yet
 
-
+# %% ../notebooks/14a_engine.ipynb #ab797282
 @dataclass
 class Batch:
     """One forward pass: chunks[i] new tokens of reqs[i], starting at position starts[i]. The first
@@ -260,7 +260,7 @@ def schedule(self: Scheduler) -> Batch | None:
                                   batch.chunks, ids, logits=logits)
     return batch
 
-
+# %% ../notebooks/14a_engine.ipynb #ce7e70ee
 @patch
 def schedule_ahead(self: Scheduler, batch: Batch) -> Batch | None:
     """The decode step after `batch`, scheduled before batch's tokens are read: each row's token is
@@ -533,7 +533,7 @@ def step(self: Engine) -> list[tuple[Request, int]]:
                     break
         return out
 
-
+# %% ../notebooks/14a_engine.ipynb #9668e277
 @patch
 def _take_ahead(self: Engine) -> tuple:
     """(batch, pending, whole): the queued decode step, without the rows of requests that ended (or

@@ -9,9 +9,9 @@ model, keep exactly what the model would have said.
 
 A `Drafter` proposes up to `k` tokens for each request that speculates (`propose`); the engine
 (chapter 14a) appends them to the request's decode row, one step gives the model's choice after
-every one of them (each token a decode row of its own), and `verify` keeps the drafts the model agrees with plus one
-token of its own (`accept`: greedy exactly, sampled by rejection sampling, which keeps the model's
-distribution).
+every one of them (each token a decode row of its own), and `verify` keeps the drafts the model
+agrees with plus one token of its own (`accept`: greedy exactly, sampled by rejection sampling,
+which keeps the model's distribution).
 """
 from __future__ import annotations
 
