@@ -390,7 +390,7 @@ _HF_FIELDS = {"n_layer": "num_hidden_layers", "hidden_size": "hidden_size",
               "sliding_window": "sliding_window", "rope_base_swa": "rope_parameters.sliding_attention",
               "attn_scale": "query_pre_attn_scalar", "n_expert": "num_experts", "norm_topk_prob": "norm_topk_prob"}
 
-
+# %% ../notebooks/03b_config.ipynb #76390bb1
 def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     "A ModelConfig from a HF config.json dict; ConfigError naming the field for a wrong one."
     if not isinstance(cfg, dict):

@@ -85,7 +85,7 @@ class _ThreadPush:
 
     __del__ = pop       # runs on the ending thread, when its thread-local values go
 
-
+# %% ../notebooks/02_device.ipynb #5466f96d
 def _current_context(drv):
     try:
         return drv.Context.get_current()

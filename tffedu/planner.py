@@ -138,7 +138,7 @@ def no_reuse_plan(bufs: list[Buffer]) -> dict[str, int]:
         offsets[b.name], top = top, top + b.size
     return offsets
 
-
+# %% ../notebooks/06_planner.ipynb #9b0c2a97
 def online_best_fit(bufs: list[Buffer]) -> dict[str, int]:
     """TFFInfer's LLMMemManager, replayed ahead of time: allocate at first use from a free list
     (best fit, else grow the top), free after last use, merge neighbouring free blocks."""
@@ -239,7 +239,7 @@ class MemoryPlan:
                 f"{_human(self.lower_bound)} (x{self.ratio:.3f})  no reuse {_human(self.no_reuse)} "
                 f"(saves {1 - self.arena_size / max(self.no_reuse, 1):.0%})")
 
-
+# %% ../notebooks/06_planner.ipynb #2e60693c
 def _human(n: int) -> str:
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:

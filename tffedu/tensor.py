@@ -302,7 +302,7 @@ def from_numpy(cls: Tensor, a: np.ndarray, dtype=None) -> "Tensor":
     block, offset = _borrow_span(a)
     return cls(block, shape, d, strides, offset)
 
-
+# %% ../notebooks/02b_tensor.ipynb #a5b90b3e
 def _borrow_span(a: np.ndarray) -> tuple[MemoryBlock, int]:
     "A borrowed block over the bytes `a` touches, and a's byte offset in it."
     if a.flags.c_contiguous:
@@ -385,7 +385,7 @@ def permute(self: Tensor, *dims) -> Tensor:
         raise ShapeError(f"permute{dims} is not a permutation of the {self.ndim} axes of {self.shape}")
     return _new_view(self, [self.shape[d] for d in dims], [self.strides[d] for d in dims])
 
-
+# %% ../notebooks/02b_tensor.ipynb #1dfcb5b6
 @patch
 def transpose(self: Tensor, dim0: int = 0, dim1: int = 1) -> Tensor:
     "Swap two axes (a view)."

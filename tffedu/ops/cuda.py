@@ -691,7 +691,7 @@ def swiglu(gate, up, out=None, stream=None):
     "silu(gate) * up, f32, same shapes."
     return _binary("swiglu", gate, up, out, stream)
 
-
+# %% ../../notebooks/10_cuda_basics.ipynb #9db34c40
 @OPS.register("geglu", "cuda")
 def geglu(gate, up, out=None, stream=None):
     "gelu(gate) * up with GELU's tanh form, f32, same shapes (Gemma 3's FFN, chapter 08c)."

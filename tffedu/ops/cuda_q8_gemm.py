@@ -282,7 +282,7 @@ def _graph_ms(launches, stream, reps: int) -> float:
     g = CudaGraph(lambda: [go() for go in launches], stream)
     return time_ms(g.replay, warmup=2, reps=reps, stream=stream) / len(launches)
 
-
+# %% ../../notebooks/11a_q8_gemm.ipynb #883ff53c
 def bench_q8_gemm(shapes=QWEN3_8B_GEMM_SHAPES, batches=Q8_GEMM_BATCHES, reps: int = 10,
                   configs=(), seed: int = 0, mmq: bool = False) -> list[dict]:
     """Every way to multiply M tokens by a Q8_0 weight, at each (K, N) and M: GEMV v3 (M <= 8),
