@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from tffedu.speculative import Drafter  # noqa: E402
+from tffedu.speculative import Drafter, break_even  # noqa: E402
 
 
 def parse():
@@ -35,18 +35,6 @@ def parse():
     ap.add_argument("--json", default=None)
     ap.add_argument("--png", default=None)
     return ap.parse_args()
-
-
-def break_even(ratio: float, k: int) -> float:
-    "The alpha in [0, 1] at which (1 - alpha^(k+1)) / (1 - alpha) = ratio (nan if even alpha = 1 loses)."
-    from tffedu.speculative import expected_tokens
-    if ratio > k + 1:
-        return float("nan")
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if expected_tokens(mid, k) < ratio else (lo, mid)
-    return hi
 
 
 class Always(Drafter):

@@ -1,7 +1,9 @@
 # llama.cpp's tools and the random-weight model files for the races; sourced by
-# benchmarks/race_llamacpp.sh and benchmarks/race_serve.sh (which set WORK, a scratch folder, and
+# benchmarks/race_llamacpp.sh, race_serve.sh and race_spec.sh (which set WORK, a scratch folder, and
 # PYTHON).
 #
+#   race_args NAME ARGS...      the race scripts' command line (--llama-cpp PATH [--out DIR]): sets
+#                               LLAMA_CPP and OUT_DIR (default benchmarks/results/NAME-DATE)
 #   llamacpp_source SRC         where the source is and the build goes; sets LLAMA_BIN
 #   llamacpp_build LOG TARGET...  builds the TARGETs (CUDA, for this GPU) there
 #   race_model NAME             prints the path of NAME's file (benchmarks/make_gguf.py); NAME-TYPE
@@ -11,6 +13,23 @@
 # beside the build folder, built in WORK/build). LLAMA_BUILD=DIR builds in DIR instead and keeps
 # it: a later race reuses it and builds only what is missing. MODELS_DIR=DIR (default WORK/models)
 # keeps the model files likewise: one that is there already is not written again.
+
+race_args() {  # NAME ARGS...: the race scripts' command line: sets LLAMA_CPP and OUT_DIR, or exits 2
+    local script
+    script=$(basename "$0")
+    LLAMA_CPP=${LLAMA_CPP:-}
+    OUT_DIR=benchmarks/results/$1-$(date +%Y%m%d-%H%M%S)
+    shift
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --llama-cpp) LLAMA_CPP=${2:?--llama-cpp needs a folder or a tarball}; shift 2 ;;
+            --out) OUT_DIR=${2:?--out needs a folder}; shift 2 ;;
+            *) echo "usage: bash benchmarks/$script --llama-cpp PATH [--out DIR]"; exit 2 ;;
+        esac
+    done
+    [ -n "$LLAMA_CPP" ] || { echo "${script%.sh}: give llama.cpp's source: --llama-cpp FOLDER|TARBALL (git clone https://github.com/ggml-org/llama.cpp)"; exit 2; }
+    [ -e "$LLAMA_CPP" ] || { echo "${script%.sh}: $LLAMA_CPP: no such folder or file"; exit 2; }
+}
 
 llamacpp_source() {  # SRC: sets LLAMA_SRC, LLAMA_BUILD_DIR and LLAMA_BIN (unpacks a tarball once)
     local top

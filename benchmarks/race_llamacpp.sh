@@ -30,25 +30,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T_START=$(date +%s)
-LLAMA_CPP=${LLAMA_CPP:-}
-OUT_DIR=benchmarks/results/race-$(date +%Y%m%d-%H%M%S)
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --llama-cpp) LLAMA_CPP=${2:?--llama-cpp needs a folder or a tarball}; shift 2 ;;
-        --out) OUT_DIR=${2:?--out needs a folder}; shift 2 ;;
-        *) echo "usage: bash benchmarks/race_llamacpp.sh --llama-cpp PATH [--out DIR]"; exit 2 ;;
-    esac
-done
-[ -n "$LLAMA_CPP" ] || { echo "race: give llama.cpp's source: --llama-cpp FOLDER|TARBALL (git clone https://github.com/ggml-org/llama.cpp)"; exit 2; }
-[ -e "$LLAMA_CPP" ] || { echo "race: $LLAMA_CPP: no such folder or file"; exit 2; }
+# shellcheck source=benchmarks/llamacpp.sh
+. benchmarks/llamacpp.sh
+race_args race "$@"
 DEADLINE_S=${DEADLINE_S:-0}
 left() { if (( DEADLINE_S > 0 )); then echo $(( T_START + DEADLINE_S - $(date +%s) )); else echo 999999; fi; }
 cap() { local l; l=$(left); if (( l < $1 )); then echo $(( l > 1 ? l : 1 )); else echo "$1"; fi; }
 in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
-# shellcheck source=benchmarks/llamacpp.sh
-. benchmarks/llamacpp.sh
 gpu_packages || exit 1
 command -v cmake >/dev/null || { echo "race: cmake is needed to build llama.cpp"; exit 1; }
 export PYTHONUNBUFFERED=1

@@ -19,17 +19,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T_START=$(date +%s)
-LLAMA_CPP=${LLAMA_CPP:-}
-OUT_DIR=benchmarks/results/serve-$(date +%Y%m%d-%H%M%S)
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --llama-cpp) LLAMA_CPP=${2:?--llama-cpp needs a folder or a tarball}; shift 2 ;;
-        --out) OUT_DIR=${2:?--out needs a folder}; shift 2 ;;
-        *) echo "usage: bash benchmarks/race_serve.sh --llama-cpp PATH [--out DIR]"; exit 2 ;;
-    esac
-done
-[ -n "$LLAMA_CPP" ] || { echo "race_serve: give llama.cpp's source: --llama-cpp FOLDER|TARBALL"; exit 2; }
-[ -e "$LLAMA_CPP" ] || { echo "race_serve: $LLAMA_CPP: no such folder or file"; exit 2; }
+# shellcheck source=benchmarks/llamacpp.sh
+. benchmarks/llamacpp.sh
+race_args serve "$@"
 MODEL=${MODEL:-qwen3-8b}
 CONCURRENCY=${CONCURRENCY:-"1 8 32 64"}
 PROMPT_WORDS=${PROMPT_WORDS:-128}
@@ -38,8 +30,6 @@ SLOTS=${SLOTS:-64}
 SLOT_CTX=${SLOT_CTX:-512}
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
-# shellcheck source=benchmarks/llamacpp.sh
-. benchmarks/llamacpp.sh
 gpu_packages fastapi=fastapi uvicorn=uvicorn prometheus_client=prometheus-client httpx=httpx \
     matplotlib=matplotlib || exit 1
 command -v cmake >/dev/null || { echo "race_serve: cmake is needed to build llama.cpp"; exit 1; }

@@ -21,17 +21,9 @@
 # two benchmarks' JSON, verify_cost.png and the servers' logs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-LLAMA_CPP=${LLAMA_CPP:-}
-OUT_DIR=benchmarks/results/spec-$(date +%Y%m%d-%H%M%S)
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --llama-cpp) LLAMA_CPP=${2:?--llama-cpp needs a folder or a tarball}; shift 2 ;;
-        --out) OUT_DIR=${2:?--out needs a folder}; shift 2 ;;
-        *) echo "usage: bash benchmarks/race_spec.sh --llama-cpp PATH [--out DIR]"; exit 2 ;;
-    esac
-done
-[ -n "$LLAMA_CPP" ] || { echo "race_spec: give llama.cpp's source: --llama-cpp FOLDER|TARBALL"; exit 2; }
-[ -e "$LLAMA_CPP" ] || { echo "race_spec: $LLAMA_CPP: no such folder or file"; exit 2; }
+# shellcheck source=benchmarks/llamacpp.sh
+. benchmarks/llamacpp.sh
+race_args spec "$@"
 COST_MODEL=${COST_MODEL:-qwen3-8b}
 SPEC_MODEL=${SPEC_MODEL:-}
 SPEC_N=${SPEC_N:-256}
@@ -39,8 +31,6 @@ REPS=${REPS:-3}
 LLAMA_SPECS=${LLAMA_SPECS:-"--spec-type ngram-simple|--spec-type ngram-simple --spec-ngram-simple-size-n 3 --spec-ngram-simple-size-m 16|--spec-type ngram-mod"}
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
-# shellcheck source=benchmarks/llamacpp.sh
-. benchmarks/llamacpp.sh
 gpu_packages matplotlib=matplotlib || exit 1
 command -v cmake >/dev/null || { echo "race_spec: cmake is needed to build llama.cpp"; exit 1; }
 export PYTHONUNBUFFERED=1

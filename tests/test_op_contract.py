@@ -454,28 +454,19 @@ for Hq, Hkv, D in ((4, 4, 64), (8, 2, 128), (8, 1, 16)):
 
 
 for ps, Hq, Hkv, D, L in ((16, 8, 2, 128, 37), (1, 4, 4, 64, 5), (32, 16, 2, 64, 70)):
-    @case("paged_attention", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D} L{L}", tol_cpu=1e-5, tol_gpu=3e-3)
-    def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L):
-        args, _ = paged_batch([3], [L - 3], Hq, Hkv, D, ps)
-        q, _, _, kp, vp, _, pt, lens, _, _ = args
-        sel = [q[:3], kp, vp, pt[0][pt[0] >= 0], int(lens[0])]
+    for W in (0, 7):
+        @case("paged_attention", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D} L{L}" + (f", window {W}" if W else ""),
+              tol_cpu=1e-5, tol_gpu=3e-3)
+        def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L, W=W):
+            args, _ = paged_batch([3], [L - 3], Hq, Hkv, D, ps)
+            q, _, _, kp, vp, _, pt, lens, _, _ = args
+            sel = [q[:3], kp, vp, pt[0][pt[0] >= 0], int(lens[0])]
 
-        def ref(a, kw):
-            t = np.arange(a[4])
-            return sdpa(a[0], a[1][a[3][t // ps], t % ps], a[2][a[3][t // ps], t % ps], t[-len(a[0]):],
-                        window=kw.get("window", 0))
-        return (lambda: (sel, {})), ref
-
-    @case("paged_attention", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D} L{L}, window 7", tol_cpu=1e-5, tol_gpu=3e-3)
-    def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L):
-        args, _ = paged_batch([3], [L - 3], Hq, Hkv, D, ps)
-        q, _, _, kp, vp, _, pt, lens, _, _ = args
-        sel = [q[:3], kp, vp, pt[0][pt[0] >= 0], int(lens[0])]
-
-        def ref(a, kw):
-            t = np.arange(a[4])
-            return sdpa(a[0], a[1][a[3][t // ps], t % ps], a[2][a[3][t // ps], t % ps], t[-len(a[0]):], window=7)
-        return (lambda: (sel, dict(window=7))), ref
+            def ref(a, kw):
+                t = np.arange(a[4])
+                return sdpa(a[0], a[1][a[3][t // ps], t % ps], a[2][a[3][t // ps], t % ps], t[-len(a[0]):],
+                            window=W)
+            return (lambda: (sel, dict(window=W) if W else {})), ref
 
     @case("paged_attention_decode", f"ps{ps} Hq{Hq} Hkv{Hkv} D{D}", tol_cpu=1e-5, tol_gpu=3e-3)
     def _(ps=ps, Hq=Hq, Hkv=Hkv, D=D, L=L):

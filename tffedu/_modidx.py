@@ -1005,6 +1005,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'tffedu.speculative.accept': ('speculative.html#accept', 'tffedu/speculative.py'),
                                     'tffedu.speculative.accept_greedy': ('speculative.html#accept_greedy', 'tffedu/speculative.py'),
                                     'tffedu.speculative.accept_sampled': ('speculative.html#accept_sampled', 'tffedu/speculative.py'),
+                                    'tffedu.speculative.break_even': ('speculative.html#break_even', 'tffedu/speculative.py'),
                                     'tffedu.speculative.expected_tokens': ('speculative.html#expected_tokens', 'tffedu/speculative.py'),
                                     'tffedu.speculative.make_drafter': ('speculative.html#make_drafter', 'tffedu/speculative.py')},
             'tffedu.spm': { 'tffedu.spm.SPMTokenizer': ('sentencepiece.html#spmtokenizer', 'tffedu/spm.py'),
