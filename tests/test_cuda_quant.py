@@ -112,6 +112,27 @@ def test_gemv_every_format(wk, N, K, T):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("wk", cq.DIRECT_TYPES)
+@pytest.mark.parametrize("T", [1, 5])
+def test_super_blocks_take_either_road(wk, T):
+    """Q4_K and Q5_K tensors that start 16-byte aligned are loaded straight into registers (the direct
+    road); 4 bytes past that, they go through the shared-memory stages: both give the product."""
+    ga = _ga()
+    N, K = 70, 2816                                       # 11 super-blocks: the last step of 4 is partial
+    raw = weights(wk, N, K, 7)
+    x = np.random.default_rng(8).standard_normal((T, K)).astype(np.float32)
+    ref = cq.quant_gemv_ref(x, raw, wk, K)
+    buf = ga.to_gpu(np.zeros(raw.nbytes + 16, np.uint8))
+    for off in (0, 4):                                    # gpuarrays start 256-byte aligned
+        host = np.zeros(raw.nbytes + 16, np.uint8)
+        host[off:off + raw.nbytes] = raw.reshape(-1)
+        buf.set(host)
+        y = _nan(ga, (T, N))
+        cq.quant_gemv(int(buf.gpudata) + off, wk, ga.to_gpu(x), y, N, K, T)
+        assert gm.relerr(y.get(), ref) < 1e-5, off
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("wk", TYPES)
 @pytest.mark.parametrize("cfg", [None, (1, 8, 2), (4, 2, 4), (2, 4, 3)])
 def test_gemv_epilogues_and_packed_activations(wk, cfg):

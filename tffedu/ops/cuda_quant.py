@@ -24,12 +24,14 @@ from .cuda_q8_gemm import TMA_GEMMS, TmaGemm, q8_gemm, q8_gemm_available, q8_gem
 from .cuda_gemm import _cat_parts, _p, gemm16, gemv_config, q8_0_slab_rows, quantize_act_ref
 
 # %% auto #0
-__all__ = ['QUANT_TYPES', 'GEMV_MAX_ROWS', 'quant_gemv_ref', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm',
-           'quant_w_box', 'quant_gemm_available', 'quant_gemm']
+__all__ = ['QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'quant_gemv_ref', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16',
+           'slab_gemm', 'quant_w_box', 'quant_gemm_available', 'quant_gemm']
 
 # %% ../../notebooks/11c_quant_gemv.ipynb #30cb4e5c
 QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
 GEMV_MAX_ROWS = 8                       # tokens per GEMV call (BATCH is a compile-time constant)
+# super-blocks of whole 16-byte vectors: gemv_quant.cu's direct road loads them straight into registers
+DIRECT_TYPES = tuple(t for t in QUANT_TYPES if DTYPES[t].block_size == 256 and DTYPES[t].type_size % 16 == 0)
 
 
 def _tile_vec(wk: str) -> int:
@@ -66,10 +68,6 @@ def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=Non
         raise ShapeError("one epilogue (res, w2 or cat) at a time")
     r0, w0, s0 = gemv_config(T, K, "pair" if w2 is not None else "res" if res is not None else None)
     rows, warps, stages = rows or r0, warps or w0, stages or s0
-    smem = rows * warps * stages * _tile_vec(wk) * 16 * (2 if w2 is not None else 1)
-    if (w2 is None and smem > 48 * 1024) or stages < 2:
-        raise ShapeError(f"gemv_quant with rows={rows}, warps={warps}, stages={stages} needs more than 48 KB "
-                         "of static shared memory (or stages < 2)")
     if res is not None and rows * T > 32:
         raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
     own = []
@@ -81,7 +79,12 @@ def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=Non
     starts = [wp] + ([_p(w2)] if w2 is not None else []) + [_p(m) for m, _ in (cat or ())]
     if f.type_size % 4 == 0 and any(a % 4 for a in starts):   # the kernel reads their blocks as aligned words
         raise ShapeError(f"{wk} weights must start 4-byte aligned (blocks of {f.type_size} bytes)")
-    defines = {"WTYPE": f.ggml_id, "BATCH": T, "ROWS": rows, "WARPS": warps, "NSTAGE": stages}
+    direct = wk in DIRECT_TYPES and not any(a % 16 for a in starts)    # blocks of whole 16-byte vectors
+    smem = 0 if direct else rows * warps * stages * _tile_vec(wk) * 16 * (2 if w2 is not None else 1)
+    if (w2 is None and smem > 48 * 1024) or stages < 2:
+        raise ShapeError(f"gemv_quant with rows={rows}, warps={warps}, stages={stages} needs more than 48 KB "
+                         "of static shared memory (or stages < 2)")
+    defines = {"WTYPE": f.ggml_id, "BATCH": T, "ROWS": rows, "WARPS": warps, "NSTAGE": stages, "DIRECT": int(direct)}
     args = (wp, xq, xd, yp, np.int32(N), np.int32(K))
     grid_rows = N
     if cat is not None:
