@@ -62,10 +62,11 @@ def compare(model, prompts, n: int = 256, reps: int = 3, spec="ngram", out=print
     rows = []
     out(f"{'task':8} {'tokens':>6} {'plain t/s':>10} {'spec t/s':>9} {'ratio':>6} {'drafted':>8} "
         f"{'accepted':>9} {'tok/verify':>10}  same")
-    for p in prompts:
+    for i, p in enumerate(prompts):
         ids = chat_ids(model, p["prompt"])
-        model.generate(ids, max_new_tokens=4)                       # graphs built, caches warm
-        model.generate(ids, max_new_tokens=4, speculative=spec)
+        warm = n if i == 0 else 4                  # graphs built (the first run: for every length), caches warm
+        model.generate(ids, max_new_tokens=warm)
+        model.generate(ids, max_new_tokens=warm, speculative=spec)
         s0, g0, _ = timed(model, ids, n, reps, None)
         s1, g1, d = timed(model, ids, n, reps, spec)
         k = len(g0.tokens) - 1                                      # after the first: decode tokens

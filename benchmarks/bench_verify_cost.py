@@ -55,6 +55,7 @@ def step_costs(model, prompt_tokens: int = 512, ks=range(9), steps: int = 20) ->
     rows = []
     for k in ks:
         eng = Engine(model, max_batch=1, num_pages=pages)
+        eng.runner.verify_rows = None           # every k, past the rows the engine would draft for too
         req = eng.add(prompt, max_new_tokens=16 * (steps + 4) + 1, ignore_eos=True,
                       speculative=Always(k) if k else None)
         for _ in range(4):                      # the prefill, then steps that build (and capture) graphs

@@ -25,6 +25,11 @@ from hf_models import (hf_greedy, hf_logits, save_bf16, tiny_gemma3, tiny_llama,
 pytestmark = pytest.mark.gpu
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
+# Gemma 3 normalises each attention output before adding it to the residual (post_attention_layernorm),
+# which lifts the rounding of the fp16 K/V cache to the residual's own size: HF float32 itself, with
+# only k_proj/v_proj rounded to fp16, moves Gemma's logits by 2.7e-3 at 60 tokens where Qwen3's move by
+# 3.6e-4 (same shape). Its tolerances are the others' times this factor.
+GEMMA = 4
 # (name, HF model maker, weight type, tolerance on max|err| / max|logit|)
 SHAPES = [
     ("qwen3 h128 4/2 hd64 F32", lambda: tiny_qwen3(hidden=128, heads=4, kv_heads=2, head_dim=64, ffn=256, seed=1), "F32", 3e-3),
@@ -53,11 +58,11 @@ SHAPES = [
     ("mistral h128 8/2 hd16 window 8 Q8_0", lambda: tiny_mistral(hidden=128, heads=8, kv_heads=2, ffn=256, window=8,
                                                                   seed=17), "Q8_0", 3e-2),
     ("gemma3 h128 4/2 hd64 window 6 F32", lambda: tiny_gemma3(hidden=128, heads=4, kv_heads=2, head_dim=64, ffn=256,
-                                                               window=6, seed=18), "F32", 3e-3),
+                                                               window=6, seed=18), "F32", 3e-3 * GEMMA),
     ("gemma3 h128 2/1 hd256 window 16 Q8_0", lambda: tiny_gemma3(hidden=128, layers=6, heads=2, kv_heads=1, head_dim=256,
-                                                                  ffn=256, window=16, seed=19), "Q8_0", 3e-2),
+                                                                  ffn=256, window=16, seed=19), "Q8_0", 3e-2 * GEMMA),
     ("gemma3 h96 3/3 hd128 untied window 9 BF16", lambda: tiny_gemma3(hidden=96, heads=3, kv_heads=3, head_dim=128,
-                                                                       ffn=160, tied=False, window=9, seed=20), "BF16", 2e-2),
+                                                                       ffn=160, tied=False, window=9, seed=20), "BF16", 2e-2 * GEMMA),
 ]
 
 
@@ -115,7 +120,7 @@ def test_bf16_hf_folders_match_hf_on_cuda(tmp_path, family):
         got, ref = m.logits(ids[:n]), hf_logits(hf, ids[:n])
         err = np.abs(got - ref).max() / np.abs(ref).max()
         print(f"{family} HF folder BF16 T={n:2d} rel err {err:.1e}")
-        assert err < 2e-2
+        assert err < 2e-2 * (GEMMA if family == "gemma3" else 1)
 
 
 @pytest.fixture(scope="module")
@@ -178,15 +183,17 @@ def test_generate_batch_equals_generate_on_cuda(tiny):
     assert engine_of(tiny).runner.stats["replayed"] > 0       # decode ran from CUDA graphs
 
 
-@pytest.mark.parametrize("family", ["mistral", "gemma3"])
-def test_windowed_models_on_cuda(tmp_path, family):
-    """Sliding windows through the engine on the GPU: generate_batch == generate (CUDA graphs
-    replaying); and for Mistral (every layer windowed), a pool of exactly the pages one window needs
-    runs a prompt and 4 windows of new tokens with no preemption, the tokens HF's top-1 along them."""
+@pytest.mark.parametrize("family", ["qwen2", "mistral", "gemma3"])
+def test_later_families_through_the_engine_on_cuda(tmp_path, family):
+    """The later families through the engine on the GPU, sliding windows included: generate_batch ==
+    generate (CUDA graphs replaying); and for Mistral (every layer windowed), a pool of exactly the
+    pages one window needs runs a prompt and 4 windows of new tokens with no preemption, the tokens
+    HF's top-1 along them."""
     from tffedu.engine import engine_of
     from test_sliding_window import run_in_one_window
     W, P = 8, 4
-    hf = tiny_mistral(seed=21, window=W) if family == "mistral" else tiny_gemma3(seed=22, window=W)
+    hf = {"qwen2": lambda: tiny_qwen2(seed=20), "mistral": lambda: tiny_mistral(seed=21, window=W),
+          "gemma3": lambda: tiny_gemma3(seed=22, window=W)}[family]()
     m = load_cuda(write_gguf(hf, tmp_path / "m.gguf"), n_ctx=256)
     ps = prompts(5, 3, hi=30)
     alone = [m.generate(p, max_new_tokens=20, ignore_eos=True).tokens for p in ps]

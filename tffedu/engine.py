@@ -599,7 +599,9 @@ def drafter(self: Engine, speculative):
 @patch
 def _draft(self: Engine) -> None:
     """Drafts for every decoding request that speculates, each drafter asked once for all of its
-    requests; none while a prompt waits for its prefill (it goes first), none past max_new_tokens."""
+    requests; none while a prompt waits for its prefill (it goes first), none past max_new_tokens,
+    and no more in a step than keep its rows within the runner's `verify_rows` (on the GPU: the rows
+    whose matmuls run the kernels of a one-row step, so that speculation changes no number)."""
     s = self.scheduler
     spec = [r for r in s.running if r.drafter is not None and not r.parked and not s.prefilling(r)]
     for r in spec:
@@ -609,8 +611,15 @@ def _draft(self: Engine) -> None:
     spec = [r for r in spec if r.max_new_tokens - r.n_generated > 1]
     for d in {id(r.drafter): r.drafter for r in spec}.values():
         d.propose([r for r in spec if r.drafter is d])
+    room = self.runner.verify_rows
+    if room is not None:                               # minus the rows of this step's decodes
+        room -= sum(1 for r in s.running if not r.parked and not s.prefilling(r))
     for r in spec:
-        r.drafts = [int(t) for t in r.drafts[:min(r.k, r.max_new_tokens - r.n_generated - 1)]]
+        n = min(r.k, r.max_new_tokens - r.n_generated - 1)
+        if room is not None:
+            n = max(0, min(n, room))
+            room -= n
+        r.drafts = [int(t) for t in r.drafts[:n]]
 
 
 @patch

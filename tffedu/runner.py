@@ -178,6 +178,13 @@ class ModelRunner:
             self.decode_kernel = decode_head_dim_ok(cfg.head_dim)   # else every step is a "prefill"
             paged = flash_head_dim_ok(cfg.head_dim)     # a prefill's attention reads nothing back either
         self.cuda_graphs = cuda_graphs and self.device == "cuda" and self.decode_kernel
+        # the most rows a decode step may carry with each row's numbers those of a step of one row
+        # (chapter 16's drafts stay within it): every matmul in the kernels one row takes
+        self.verify_rows = None                          # the CPU: any
+        if self.device == "cuda":
+            from tffedu.ops.cuda_matmul import same_kernel_rows
+            self.verify_rows = 1 if not self.decode_kernel else min(
+                same_kernel_rows(w.dtype.name, w.shape[-1]) for w in self.weights.values() if len(w.shape) == 2)
         # the kinds of step captured into CUDA graphs
         self.capture = ({"decode", "prefill", "logits"} if paged else {"decode"}) if self.cuda_graphs else set()
         self.executors: OrderedDict = OrderedDict()    # (kind, N, B, P) -> Executor, LRU

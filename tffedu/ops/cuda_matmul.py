@@ -25,8 +25,8 @@ from .cuda_q8_gemm import Q8_GEMM_MIN_M, q8_gemm, q8_gemm_available, q8_gemm_par
 
 
 # %% auto #0
-__all__ = ['GPU_WEIGHTS', 'MatmulPath', 'GpuWeight', 'gpu_weight', 'matmul', 'embedding', 'reads_packed_i8', 'fuses_epilogue',
-           'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
+__all__ = ['GPU_WEIGHTS', 'MatmulPath', 'GpuWeight', 'gpu_weight', 'same_kernel_rows', 'matmul', 'embedding', 'reads_packed_i8',
+           'fuses_epilogue', 'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11b_matmul_op.ipynb #828d434a
 @dataclass(frozen=True)
@@ -79,6 +79,16 @@ def gpu_weight(name: str) -> GpuWeight:
     if g is None:
         raise ShapeError(f"matmul on cuda supports {', '.join(GPU_WEIGHTS)} weights, got {name}")
     return g
+
+
+def same_kernel_rows(name: str, K: int, most: int = 64) -> int:
+    """The most rows (up to `most`) a matmul of `name` weights with K columns runs through the kernels
+    one row runs: up to there a row's numbers do not depend on the rows beside it (chapter 16's
+    verify steps stay within it; past GEMV v3's 4 rows, Q8_0 goes to the tensor cores)."""
+    g, T = gpu_weight(name), 1
+    while T < most and g.path(T + 1, K) is g.path(1, K):
+        T += 1
+    return T
 
 # %% ../../notebooks/11b_matmul_op.ipynb #7a56e736
 _X_BYTES = {"F32": 4, "F16": 2, "BF16": 2}     # bytes per activation, by type
