@@ -196,6 +196,14 @@ def llama_permute(w: np.ndarray, n_head: int, n_head_kv: int | None) -> np.ndarr
             .swapaxes(1, 2).reshape(w.shape))
 
 
+def llama_unpermute(w: np.ndarray, n_head: int, n_head_kv: int | None) -> np.ndarray:
+    "The inverse of `llama_permute`: adjacent pairs -> HF's rotate-half rows."
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return (w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
 GEMMA3_NORMS = {"post_attention_layernorm": "post_attention_norm", "pre_feedforward_layernorm": "ffn_norm",
                 "post_feedforward_layernorm": "post_ffw_norm"}   # gguf-py's names for Gemma 3's four norms
 
@@ -219,15 +227,20 @@ def _gguf_name(hf: str, arch: str = "llama") -> str | None:
     return f"blk.{n}.{table[rest]}.{kind}"
 
 
+def gguf_arch(cfg) -> str:
+    "llama.cpp's architecture name of an HF config."
+    arch = cfg.model_type                     # "qwen3", "llama", "qwen2", "mistral", "gemma3_text", "qwen3_moe"
+    assert arch in ("qwen3", "llama", "qwen2", "mistral", "gemma3_text", "qwen3_moe"), arch
+    return {"mistral": "llama", "gemma3_text": "gemma3", "qwen3_moe": "qwen3moe"}.get(arch, arch)
+
+
 def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer: bool = True,
                ctx: int | None = None, vocab: dict | None = None) -> pathlib.Path:
     """Write `model` as GGUF at `path`, 2-D weights in `wtype`; the HF model is updated in place to
     the dequantized weights, so it stays the exact reference of the file. `vocab`: tokenizer.ggml.*
     keys to write instead of the small byte-level BPE vocabulary (a SentencePiece one, say)."""
     cfg = model.config
-    arch = cfg.model_type                     # "qwen3", "llama", "qwen2", "mistral", "gemma3_text", "qwen3_moe"
-    assert arch in ("qwen3", "llama", "qwen2", "mistral", "gemma3_text", "qwen3_moe"), arch
-    arch = {"mistral": "llama", "gemma3_text": "gemma3", "qwen3_moe": "qwen3moe"}.get(arch, arch)   # llama.cpp's
+    arch = gguf_arch(cfg)
     path = pathlib.Path(path)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-random-{arch}")
@@ -326,6 +339,32 @@ def _gguf_tensor(p, data, part, gname, arch, wtype, cfg):
     elif arch == "llama" and ".attn_k." in gname:
         q = llama_permute(q, cfg.num_attention_heads, cfg.num_key_value_heads)
     return q, raw
+
+
+def read_gguf_weights(model, path) -> dict[str, str]:
+    """The inverse of `write_gguf` for another tool's file of the same model (llama.cpp's
+    llama-quantize, say): every HF weight becomes the file's tensor as gguf-py dequantizes it (Llama's
+    q/k rows permuted back), so HF stays the exact reference of the file. Returns {gguf name: type}."""
+    cfg, arch = model.config, gguf_arch(model.config)
+    assert arch in ("qwen3", "llama", "qwen2"), arch
+    tensors = {t.name: t for t in gguf.GGUFReader(str(path)).tensors}
+    types = {}
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if cfg.tie_word_embeddings and name == "lm_head.weight":
+                continue
+            gname = _gguf_name(name, arch)
+            t = tensors[gname]
+            w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(p.shape)
+            if arch == "llama" and ".attn_q." in gname:
+                w = llama_unpermute(w, cfg.num_attention_heads, cfg.num_attention_heads)
+            elif arch == "llama" and ".attn_k." in gname:
+                w = llama_unpermute(w, cfg.num_attention_heads, cfg.num_key_value_heads)
+            p.copy_(torch.from_numpy(np.ascontiguousarray(w, np.float32)))
+            types[gname] = t.tensor_type.name
+        if cfg.tie_word_embeddings:
+            model.tie_weights()
+    return types
 
 
 def save_bf16(model, folder, max_shard_size: str = "40KB") -> None:

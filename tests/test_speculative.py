@@ -10,7 +10,7 @@ import tffedu.engine
 from tffedu.engine import Engine
 from tffedu.errors import SpeculativeError, TffeduError
 from tffedu.sampling import SamplingParams, _softmax, process_logits
-from tffedu.speculative import (Drafter, MAX_DRAFT, PromptLookup, accept_greedy, accept_sampled,
+from tffedu.speculative import (DraftModel, Drafter, MAX_DRAFT, PromptLookup, accept_greedy, accept_sampled,
                                 expected_tokens)
 from hf_models import tiny_llama, tiny_mistral, tiny_qwen3, write_gguf
 
@@ -102,6 +102,9 @@ def check_exact(m, spec, n=40):
     assert batched == plain
     assert eng.stats["verify_steps"] > before["verify_steps"]      # drafts were checked
     assert eng.cache.n_free_pages == eng.cache.num_pages           # nothing left behind
+    for d in eng.drafters.values():                                # nor in a draft model's cache
+        if isinstance(d, DraftModel):
+            assert d.cache.n_free_pages == d.cache.num_pages
     return eng.stats["accepted"] - before["accepted"], eng.stats["drafted"] - before["drafted"]
 
 

@@ -127,6 +127,12 @@ class Batch:
                 "prefill" if self.n_decode == 0 else "mixed")
 
     @property
+    def out_rows(self) -> list[int]:
+        """Where each request's rows begin and end in the step's output (ids, logits): one row each,
+        or in a "verify" step one per token of every row: request b has rows out_rows[b:b + 2]."""
+        return list(np.cumsum([0, *self.chunks])) if self.kind == "verify" else list(range(len(self.reqs) + 1))
+
+    @property
     def samples(self) -> list[bool]:
         "Which rows get a token: every decode row, and the prompt chunks that reach their prompt's end."
         return [b < self.n_decode or s + n == r.seq_len
@@ -168,6 +174,9 @@ class Scheduler:
         elif req in self.running:
             self.running.remove(req)
             self.cache.free(req.sid)               # hashed full pages stay cached for the next prompt
+        ended = getattr(req.drafter, "finished", None)
+        if ended is not None:                      # chapter 16: a drafter's own state for it goes too
+            ended(req)
 
     def prefilling(self, req: Request) -> bool:
         "Admitted, but tokens of its sequence in the cache are not computed yet: its prompt is in chunks."
@@ -461,7 +470,7 @@ def _read(self: Engine, batch: Batch, pending) -> tuple[np.ndarray, np.ndarray |
         # a request that ended meanwhile has no pages left; a verify row commits what it keeps
         if not req.done and not (req.drafts and b < batch.n_decode):
             self.cache.commit(req.sid, n, req.ids)   # full pages become shareable
-    B = sum(batch.chunks) if batch.kind == "verify" else len(batch.reqs)
+    B = batch.out_rows[-1]
     logits = out.get("logits")
     return out["next_ids"][:B], (None if logits is None else logits[:B])
 
@@ -509,8 +518,7 @@ def step(self: Engine) -> list[tuple[Request, int]]:
         ids, logits = self._read(batch, pending)
         now = time.perf_counter()
         self._count(batch)
-        # where each request's rows begin and end in ids and logits: one row each, or ("verify") all
-        rows = np.cumsum([0, *batch.chunks]) if batch.kind == "verify" else range(len(batch.reqs) + 1)
+        rows = batch.out_rows
         out = []
         for b, req in enumerate(batch.reqs):
             if not samples[b]:

@@ -117,6 +117,9 @@ class Drafter:
     def checked(self, req, n_drafted: int, n_accepted: int) -> None:
         "After a verify step: n_accepted of req's n_drafted drafts were kept (a drafter may adapt)."
 
+    def finished(self, req) -> None:
+        "req ended or was cancelled (the engine's scheduler says so): whatever was kept for it can go."
+
 # %% ../notebooks/16_speculative.ipynb #8f554ce0
 class PromptLookup(Drafter):
     """Drafts from the text itself (prompt lookup decoding; llama.cpp's and vLLM's n-gram drafter):
@@ -175,7 +178,6 @@ class DraftModel(Drafter):
         self.runner = ModelRunner(model, self.cache)
         self.kind = "decode" if self.runner.decode_kernel else "prefill"
         self.seen: dict = {}     # sid -> the tokens whose K/V the draft's cache holds
-        self.live: dict = {}     # sid -> its request (a finished one's pages are given back)
 
     def __repr__(self):
         return f"DraftModel({self.model.config.arch}, k={self.k}, {self.cache!r})"
@@ -184,11 +186,13 @@ class DraftModel(Drafter):
         "Every draft costs a step of the draft model: all kept, try two more; else one fewer (as HF does)."
         req.k = min(self.k, req.k + 2) if n_accepted == n_drafted else max(1, req.k - 1)
 
+    def finished(self, req) -> None:
+        self._forget(req.sid)
+
     def _forget(self, sid) -> None:
         if sid in self.cache:
             self.cache.free(sid)
         self.seen.pop(sid, None)
-        self.live.pop(sid, None)
 
 # %% ../notebooks/16_speculative.ipynb #3ff755cb
 @patch
@@ -212,7 +216,6 @@ def _sync(self: DraftModel, r) -> bool:
             return False
         c.admit(r.sid, ids, share=False)
         self.seen[r.sid] = []
-    self.live[r.sid] = r
     return True
 
 
@@ -230,8 +233,6 @@ def _step(self: DraftModel, kind: str, rows: list) -> np.ndarray:
 # %% ../notebooks/16_speculative.ipynb #683e8b59
 @patch
 def propose(self: DraftModel, reqs) -> None:
-    for sid in [s for s, r in self.live.items() if r.done]:   # requests that ended meanwhile
-        self._forget(sid)
     todo = []
     for r in reqs:
         r.drafts = []
