@@ -360,7 +360,7 @@ def read_gguf_weights(model, path) -> dict[str, str]:
                 w = llama_unpermute(w, cfg.num_attention_heads, cfg.num_attention_heads)
             elif arch == "llama" and ".attn_k." in gname:
                 w = llama_unpermute(w, cfg.num_attention_heads, cfg.num_key_value_heads)
-            p.copy_(torch.from_numpy(np.ascontiguousarray(w, np.float32)))
+            p.copy_(torch.from_numpy(np.array(w, np.float32)))       # a copy: gguf-py maps the file
             types[gname] = t.tensor_type.name
         if cfg.tie_word_embeddings:
             model.tie_weights()
