@@ -1116,6 +1116,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'tffedu.tokenizer._TemplateLimit': ('tokenizer.html#_templatelimit', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._alternation': ('tokenizer.html#_alternation', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._bounded_render': ('tokenizer.html#_bounded_render', 'tffedu/tokenizer.py'),
+                                  'tffedu.tokenizer._bounded_sandbox': ('tokenizer.html#_bounded_sandbox', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._check_args': ('tokenizer.html#_check_args', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._check_format_spec': ('tokenizer.html#_check_format_spec', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._check_size': ('tokenizer.html#_check_size', 'tffedu/tokenizer.py'),

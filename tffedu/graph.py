@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import GraphError, ShapeError
+from .factory import patch
 
 from .tensor import BF16, F16, F32, I32, DType
 
@@ -114,7 +115,7 @@ def _matmul(ins, attrs):
     x, w = ins
     _need(len(w.shape) == 2, "matmul", "weight must be 2-D [N, K]", w)
     _need(len(x.shape) >= 1 and x.shape[-1] == w.shape[1], "matmul",
-          f"x[..., K] @ w[N, K].T needs the same K", x, w)
+          "x[..., K] @ w[N, K].T needs the same K", x, w)
     return tuple(x.shape[:-1]) + (w.shape[0],), _act_dtype(x)
 
 
@@ -236,40 +237,6 @@ class Graph:
         "A persistent buffer outside the arena that ops may write (a layer's KV cache)."
         return self._add(Node("state", name, _shape(shape, name), dtype))
 
-    # -- ops ----------------------------------------------------------------------------------
-    def op(self, op: str, *inputs: Node, shape=None, dtype: DType | None = None,
-           name: str | None = None, **attrs) -> Node:
-        "Add `op(*inputs, **attrs)`; the output shape/dtype come from the op's rule."
-        spec = op_spec(op)
-        for i, x in enumerate(inputs):
-            if not isinstance(x, Node):
-                raise GraphError(f"{op}: input {i} is a {type(x).__name__}, not a Node of this graph")
-            if self._by_name.get(x.name) is not x:
-                raise GraphError(f"{op}: input {x.name!r} belongs to another graph")
-        lo, hi = spec.arity
-        if not lo <= len(inputs) <= hi:
-            want = str(lo) if lo == hi else f"{lo} to {hi}"
-            raise GraphError(f"{op} takes {want} inputs, got {len(inputs)}")
-        if spec.view:
-            if shape is None:
-                raise GraphError(f"{op} needs shape=")
-            attrs["shape"] = _shape(shape, op)
-        if spec.infer is not None:
-            out_shape, out_dtype = spec.infer(inputs, attrs)
-            if shape is not None and _shape(shape, op) != tuple(out_shape):
-                raise ShapeError(f"{op}: shape={list(shape)} given but the inputs give "
-                                 f"{list(out_shape)}")
-        elif shape is None:
-            raise GraphError(f"op {op!r} has no shape rule: pass shape= and dtype=, "
-                             f"or teach it with register_op (known: {', '.join(sorted(OP_SPECS))})")
-        else:
-            out_shape, out_dtype = shape, (inputs[0].dtype if inputs else F32)
-        if name is None:
-            self._count += 1
-            name = f"{op}.{self._count}"
-        node = Node("op", name, _shape(out_shape, name), dtype or out_dtype, op, tuple(inputs), attrs)
-        return self._add(node)
-
     def output(self, *nodes: Node) -> Node | tuple[Node, ...]:
         "Mark nodes as outputs of the graph (returned by the runtime, kept alive to the end)."
         for n in nodes:
@@ -311,6 +278,41 @@ def _shape(shape, what) -> tuple[int, ...]:
     if any(s < 0 for s in shape):
         raise ShapeError(f"{what}: negative dimension in shape {list(shape)}")
     return shape
+
+# %% ../notebooks/05_graph.ipynb #cca42a26
+@patch
+def op(self: Graph, op: str, *inputs: Node, shape=None, dtype: DType | None = None,
+       name: str | None = None, **attrs) -> Node:
+    "Add `op(*inputs, **attrs)`; the output shape/dtype come from the op's rule."
+    spec = op_spec(op)
+    for i, x in enumerate(inputs):
+        if not isinstance(x, Node):
+            raise GraphError(f"{op}: input {i} is a {type(x).__name__}, not a Node of this graph")
+        if self._by_name.get(x.name) is not x:
+            raise GraphError(f"{op}: input {x.name!r} belongs to another graph")
+    lo, hi = spec.arity
+    if not lo <= len(inputs) <= hi:
+        want = str(lo) if lo == hi else f"{lo} to {hi}"
+        raise GraphError(f"{op} takes {want} inputs, got {len(inputs)}")
+    if spec.view:
+        if shape is None:
+            raise GraphError(f"{op} needs shape=")
+        attrs["shape"] = _shape(shape, op)
+    if spec.infer is not None:
+        out_shape, out_dtype = spec.infer(inputs, attrs)
+        if shape is not None and _shape(shape, op) != tuple(out_shape):
+            raise ShapeError(f"{op}: shape={list(shape)} given but the inputs give "
+                             f"{list(out_shape)}")
+    elif shape is None:
+        raise GraphError(f"op {op!r} has no shape rule: pass shape= and dtype=, "
+                         f"or teach it with register_op (known: {', '.join(sorted(OP_SPECS))})")
+    else:
+        out_shape, out_dtype = shape, (inputs[0].dtype if inputs else F32)
+    if name is None:
+        self._count += 1
+        name = f"{op}.{self._count}"
+    node = Node("op", name, _shape(out_shape, name), dtype or out_dtype, op, tuple(inputs), attrs)
+    return self._add(node)
 
 # %% ../notebooks/05_graph.ipynb #fb774c54
 def _roots(graph: Graph) -> list[Node]:

@@ -88,27 +88,33 @@ class PagePool:
             else:
                 self.slots.free(pid)
 
-    def lookup(self, h: bytes, tokens: tuple) -> int | None:
-        "The page holding the prefix whose chained hash is `h`, or None."
-        pid = self.by_hash.get(h)
-        if pid is None or self.pages[pid].tokens != tokens:
-            return None
-        return pid
+# %% ../notebooks/09_kvcache.ipynb #c9cb8a1d
+@patch
+def lookup(self: PagePool, h: bytes, tokens: tuple) -> int | None:
+    "The page holding the prefix whose chained hash is `h`, or None."
+    pid = self.by_hash.get(h)
+    if pid is None or self.pages[pid].tokens != tokens:
+        return None
+    return pid
 
-    def publish(self, pid: int, h: bytes, tokens: tuple) -> bool:
-        "Enter a full, computed page in the prefix table (False if an equal page is there already)."
-        if h in self.by_hash:
-            return False
-        page = self.pages[pid]
-        page.hash, page.tokens = h, tokens
-        self.by_hash[h] = pid
-        return True
 
-    def unpublish(self, pid: int) -> None:
-        "Take a page out of the prefix table (evicted, or its owner will write to it again)."
-        page = self.pages[pid]
-        del self.by_hash[page.hash]
-        page.hash, page.tokens = None, ()
+@patch
+def publish(self: PagePool, pid: int, h: bytes, tokens: tuple) -> bool:
+    "Enter a full, computed page in the prefix table (False if an equal page is there already)."
+    if h in self.by_hash:
+        return False
+    page = self.pages[pid]
+    page.hash, page.tokens = h, tokens
+    self.by_hash[h] = pid
+    return True
+
+
+@patch
+def unpublish(self: PagePool, pid: int) -> None:
+    "Take a page out of the prefix table (evicted, or its owner will write to it again)."
+    page = self.pages[pid]
+    del self.by_hash[page.hash]
+    page.hash, page.tokens = None, ()
 
 
 def chain_hash(prev: bytes | None, tokens) -> bytes:

@@ -237,19 +237,23 @@ class Tensor:
             raise ShapeError(f"shape {self.shape} strides {self.strides} at byte offset {self.offset} "
                              f"reaches byte {end}, past the {self.storage.nbytes}-byte block")
 
-    def numpy(self) -> np.ndarray:
-        "A numpy view of the data (no copy); quantized: raw uint8 blocks. DeviceError on a GPU."
-        if self.device != "cpu":
-            raise DeviceError(f"{self!r} lives on {self.device!r}: host code cannot read device "
-                              "memory; copy it with .to('cpu') first")
-        shape, bstrides, npd = self._byte_layout()
-        offset = self.offset if _numel(shape) else 0  # an empty slice may point past the end
-        return np.ndarray(shape, npd, buffer=self.storage.host_array(), offset=offset,
-                          strides=bstrides)
+# %% ../notebooks/02b_tensor.ipynb #5a24c6a4
+@patch
+def numpy(self: Tensor) -> np.ndarray:
+    "A numpy view of the data (no copy); quantized: raw uint8 blocks. DeviceError on a GPU."
+    if self.device != "cpu":
+        raise DeviceError(f"{self!r} lives on {self.device!r}: host code cannot read device "
+                          "memory; copy it with .to('cpu') first")
+    shape, bstrides, npd = self._byte_layout()
+    offset = self.offset if _numel(shape) else 0  # an empty slice may point past the end
+    return np.ndarray(shape, npd, buffer=self.storage.host_array(), offset=offset,
+                      strides=bstrides)
 
-    def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+
+@patch
+def __array__(self: Tensor, dtype=None, copy=None):
+    a = self.numpy()
+    return a if dtype is None else a.astype(dtype)
 
 # %% ../notebooks/02b_tensor.ipynb #dbf46fc0
 def _cuda():

@@ -684,6 +684,80 @@ def _guard_filter(name, fn):
     return guarded
 
 # %% ../notebooks/04_tokenizer.ipynb #341ae403
+def _bounded_sandbox():
+    """HF's sandboxed environment made bounded (no operator, filter or method may build a huge value),
+    and the {% generation %} tag: (environment class, tag class). jinja2 is imported only here."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.compiler import CodeGenerator
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class GenerationTag(jinja2.ext.Extension):
+        "{% generation %}...{% endgeneration %} marks assistant text for training; we render it."
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller):
+            return caller()
+
+    class BoundedCodeGenerator(CodeGenerator):
+        "`a ~ b` (string concatenation) goes through the environment, which checks its size."
+        def visit_Concat(self, node, frame):
+            self.write("environment.bounded_concat((")
+            for arg in node.nodes:
+                self.visit(arg, frame)
+                self.write(", ")
+            self.write("))")
+
+    class BoundedSandbox(ImmutableSandboxedEnvironment):
+        "HF's sandbox, plus: no operator, filter or method may build a huge value."
+        code_generator_class = BoundedCodeGenerator
+        intercepted_binops = frozenset({"*", "**", "+", "%", "//"})
+
+        def call_binop(self, context, operator, left, right):
+            if operator == "*" and isinstance(right, int) and _printed(left) * max(right, 0) > MAX_RENDER_CHARS \
+                    or operator == "*" and isinstance(left, int) and _printed(right) * max(left, 0) > MAX_RENDER_CHARS:
+                raise _TemplateLimit(f"repeating a sequence that many times would exceed {MAX_RENDER_CHARS}")
+            ints = [v for v in (left, right) if isinstance(v, int) and not isinstance(v, bool)]
+            if operator == "*" and len(ints) == 2 and sum(abs(v).bit_length() for v in ints) > MAX_INT_BITS:
+                raise _TemplateLimit(f"an integer product over {MAX_INT_BITS} bits")
+            if operator == "**" and len(ints) == 2 and abs(left) > 1 and \
+                    right * abs(left).bit_length() > MAX_INT_BITS:
+                raise _TemplateLimit(f"{left} ** {right} is over {MAX_INT_BITS} bits")
+            if operator == "+" and _size(left) + _size(right) > MAX_RENDER_CHARS:
+                raise _TemplateLimit(f"a concatenation over {MAX_RENDER_CHARS}")
+            if operator == "%" and isinstance(left, str):
+                _check_format_spec(left, r"%[^a-zA-Z%]*[a-zA-Z%]")
+            return _check_size(super().call_binop(context, operator, left, right), f"the operator {operator}")
+
+        def bounded_concat(self, parts):
+            strs = [p if isinstance(p, str) else str(p) for p in parts]
+            if sum(map(len, strs)) > MAX_RENDER_CHARS:
+                raise _TemplateLimit(f"a ~ concatenation over {MAX_RENDER_CHARS} characters")
+            return "".join(strs)
+
+        def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (jinja's signature)
+            name = getattr(__obj, "__name__", type(__obj).__name__)
+            owner = getattr(__obj, "__self__", None)
+            if isinstance(owner, (str, list, tuple, dict)):   # str.ljust(10**9), ...
+                _check_args(name, args, kwargs)
+                if _estimate(name, owner, args) > MAX_RENDER_CHARS:
+                    raise _TemplateLimit(f"{name}() would build more than {MAX_RENDER_CHARS} characters")
+            return _check_size(super().call(__context, __obj, *args, **kwargs), f"{name}()")
+
+        def wrap_str_format(self, value):
+            fmt = super().wrap_str_format(value)
+            if fmt is not None:
+                _check_format_spec(value.__self__, r"\{[^{}]*\}")
+            return fmt
+
+    return BoundedSandbox, GenerationTag
+
+# %% ../notebooks/04_tokenizer.ipynb #60c40952
 _ENV = None
 _COMPILED: dict[str, object] = {}   # template text -> compiled template (a few kept)
 _COMPILED_LOCK = threading.Lock()
@@ -695,72 +769,8 @@ def _jinja_env():
     if _ENV is None:
         import jinja2
         import jinja2.ext
-        from jinja2.compiler import CodeGenerator
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-        class GenerationTag(jinja2.ext.Extension):
-            "{% generation %}...{% endgeneration %} marks assistant text for training; we render it."
-            tags = {"generation"}
-
-            def parse(self, parser):
-                lineno = next(parser.stream).lineno
-                body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-                return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
-
-            def _body(self, caller):
-                return caller()
-
-        class BoundedCodeGenerator(CodeGenerator):
-            "`a ~ b` (string concatenation) goes through the environment, which checks its size."
-            def visit_Concat(self, node, frame):
-                self.write("environment.bounded_concat((")
-                for arg in node.nodes:
-                    self.visit(arg, frame)
-                    self.write(", ")
-                self.write("))")
-
-        class BoundedSandbox(ImmutableSandboxedEnvironment):
-            "HF's sandbox, plus: no operator, filter or method may build a huge value."
-            code_generator_class = BoundedCodeGenerator
-            intercepted_binops = frozenset({"*", "**", "+", "%", "//"})
-
-            def call_binop(self, context, operator, left, right):
-                if operator == "*" and isinstance(right, int) and _printed(left) * max(right, 0) > MAX_RENDER_CHARS \
-                        or operator == "*" and isinstance(left, int) and _printed(right) * max(left, 0) > MAX_RENDER_CHARS:
-                    raise _TemplateLimit(f"repeating a sequence that many times would exceed {MAX_RENDER_CHARS}")
-                ints = [v for v in (left, right) if isinstance(v, int) and not isinstance(v, bool)]
-                if operator == "*" and len(ints) == 2 and sum(abs(v).bit_length() for v in ints) > MAX_INT_BITS:
-                    raise _TemplateLimit(f"an integer product over {MAX_INT_BITS} bits")
-                if operator == "**" and len(ints) == 2 and abs(left) > 1 and \
-                        right * abs(left).bit_length() > MAX_INT_BITS:
-                    raise _TemplateLimit(f"{left} ** {right} is over {MAX_INT_BITS} bits")
-                if operator == "+" and _size(left) + _size(right) > MAX_RENDER_CHARS:
-                    raise _TemplateLimit(f"a concatenation over {MAX_RENDER_CHARS}")
-                if operator == "%" and isinstance(left, str):
-                    _check_format_spec(left, r"%[^a-zA-Z%]*[a-zA-Z%]")
-                return _check_size(super().call_binop(context, operator, left, right), f"the operator {operator}")
-
-            def bounded_concat(self, parts):
-                strs = [p if isinstance(p, str) else str(p) for p in parts]
-                if sum(map(len, strs)) > MAX_RENDER_CHARS:
-                    raise _TemplateLimit(f"a ~ concatenation over {MAX_RENDER_CHARS} characters")
-                return "".join(strs)
-
-            def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (jinja's signature)
-                name = getattr(__obj, "__name__", type(__obj).__name__)
-                owner = getattr(__obj, "__self__", None)
-                if isinstance(owner, (str, list, tuple, dict)):   # str.ljust(10**9), ...
-                    _check_args(name, args, kwargs)
-                    if _estimate(name, owner, args) > MAX_RENDER_CHARS:
-                        raise _TemplateLimit(f"{name}() would build more than {MAX_RENDER_CHARS} characters")
-                return _check_size(super().call(__context, __obj, *args, **kwargs), f"{name}()")
-
-            def wrap_str_format(self, value):
-                fmt = super().wrap_str_format(value)
-                if fmt is not None:
-                    _check_format_spec(value.__self__, r"\{[^{}]*\}")
-                return fmt
-
+        BoundedSandbox, GenerationTag = _bounded_sandbox()
         env = BoundedSandbox(trim_blocks=True, lstrip_blocks=True,
                              extensions=[GenerationTag, jinja2.ext.loopcontrols])
         env.filters = {name: _guard_filter(name, fn) for name, fn in env.filters.items()}
