@@ -305,26 +305,28 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
 
 // The kernels: DIRECT (the launcher's choice, Q4_K and Q5_K tensors that start 16-byte aligned) takes
 // the direct road, every other format and alignment the staged one
-#if DIRECT
-#define GEMV(EPI, ...) gemv_direct<EPI>(__VA_ARGS__)
-#else
-#define GEMV(EPI, ...)                                                          \
-    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];     \
-    gemv_body<EPI>(buf, __VA_ARGS__)
-#endif
-
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 gemv_quant(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, const float* __restrict__ xd,
            float* __restrict__ y, int N, int K)
 {
-    GEMV(EPI_NONE, w, nullptr, nullptr, xq, xd, y, N, K);
+#if DIRECT
+    gemv_direct<EPI_NONE>(w, nullptr, nullptr, xq, xd, y, N, K);
+#else
+    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
+    gemv_body<EPI_NONE>(buf, w, nullptr, nullptr, xq, xd, y, N, K);
+#endif
 }
 PDL_READY(gemv_quant);
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 gemv_quant_add(const uint8_t* __restrict__ w, const float* __restrict__ res, const int8_t* __restrict__ xq,
                const float* __restrict__ xd, float* __restrict__ y, int N, int K)
 {
-    GEMV(EPI_ADD, w, nullptr, res, xq, xd, y, N, K);
+#if DIRECT
+    gemv_direct<EPI_ADD>(w, nullptr, res, xq, xd, y, N, K);
+#else
+    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
+    gemv_body<EPI_ADD>(buf, w, nullptr, res, xq, xd, y, N, K);
+#endif
 }
 PDL_READY(gemv_quant_add);
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
@@ -332,7 +334,12 @@ gemv_quant_cat(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, co
                const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y, int N, int K,
                int n1, int n2)
 {
-    GEMV(EPI_CAT, w, w2, nullptr, xq, xd, y, N, K, w3, n1, n2);
+#if DIRECT
+    gemv_direct<EPI_CAT>(w, w2, nullptr, xq, xd, y, N, K, w3, n1, n2);
+#else
+    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
+    gemv_body<EPI_CAT>(buf, w, w2, nullptr, xq, xd, y, N, K, w3, n1, n2);
+#endif
 }
 PDL_READY(gemv_quant_cat);
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
