@@ -134,3 +134,33 @@ __device__ __forceinline__ const uint8_t* cat_row(const uint8_t* w0, const uint8
     return n < n1 ? w0 + (size_t)n * row_bytes
                   : (n < n2 ? w1 + (size_t)(n - n1) * row_bytes : w2 + (size_t)(n - n2) * row_bytes);
 }
+
+// The GEMVs' epilogues (gemv_q8_0.cu's v3, gemv_quant.cu): 0 writes y; 1 adds a residual; 2 writes
+// silu(gate) * up of the rows of two matrices; 3 writes the rows of w | w2 | w3 into a planar y.
+#define EPI_NONE 0
+#define EPI_ADD 1
+#define EPI_GLU 2
+#define EPI_CAT 3
+
+__device__ __forceinline__ float warp_sum_f(float v) {        // every lane gets the warp's sum
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+// A warp's partial sums of rows n0 .. n0 + R - 1 (for EPI_GLU their up rows follow, R + r) for T
+// tokens -> y through the epilogue; res_mine: lane r * T + t holds the residual of row n0 + r, token t
+template <int EPI, int R, int RR, int T>
+__device__ __forceinline__ void gemv_store(float (&acc)[RR][T], float res_mine, float* __restrict__ y,
+                                           int n0, int N, int n1, int n2) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < T; ++t) {
+            float s = warp_sum_f(acc[r][t]);
+            if (EPI == EPI_GLU) s = silu(s) * warp_sum_f(acc[R + r][t]);
+            if (EPI == EPI_ADD) s = __shfl_sync(0xffffffffu, res_mine, r * T + t) + s;
+            if (lane == 0 && n0 + r < N)
+                y[EPI == EPI_CAT ? cat_index(t, n0 + r, T, N, n1, n2) : (size_t)t * N + n0 + r] = s;
+        }
+}

@@ -35,11 +35,6 @@
 #define QK 32
 #define QBYTES 34
 
-__device__ __forceinline__ float warp_sum_f(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 __device__ __forceinline__ float ld_half(const uint8_t* p) {   // 2-byte aligned fp16
     return __half2float(*reinterpret_cast<const __half*>(p));
 }
@@ -202,11 +197,8 @@ PDL_READY(rmsnorm_quantize_q8);
 // and up = w2, through one pipeline (rows r < ROWS from w, ROWS + r from w2, same n) and writes
 // y = silu(gate) * up: two GEMVs and the swiglu kernel in one launch; 3 (matmul_cat) streams the
 // rows of up to three matrices laid end to end (w | w2 | w3, boundaries n1, n2; common.cuh's
-// cat_row) into a planar y: q, k and v of one input in one launch.
-#define EPI_NONE 0
-#define EPI_ADD 1
-#define EPI_GLU 2
-#define EPI_CAT 3
+// cat_row) into a planar y: q, k and v of one input in one launch. The epilogue's numbers (EPI_*) and
+// gemv_store, which writes it, are common.cuh's: chapter 11c's GEMV shares them.
 
 template <int EPI>
 __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
@@ -304,16 +296,7 @@ __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __res
         }
         __syncwarp();                               // everyone is done with this stage
     }
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-        for (int t = 0; t < BATCH; ++t) {
-            float s = warp_sum_f(acc[r][t]);
-            if (EPI == EPI_GLU) s = silu(s) * warp_sum_f(acc[ROWS + r][t]);
-            if (EPI == EPI_ADD) s = __shfl_sync(0xffffffffu, res_mine, r * BATCH + t) + s;
-            if (lane == 0 && n0 + r < N)
-                y[EPI == EPI_CAT ? cat_index(t, n0 + r, BATCH, N, n1, n2) : (size_t)t * N + n0 + r] = s;
-        }
+    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32)

@@ -46,36 +46,9 @@ using F = Fmt<WTYPE>;
 #define TILE_BYTES (TILE_BLOCKS * F::BYTES)
 #define TILE_VEC ((TILE_BYTES + 15) / 16 + 1)         // uint4 slots per row and stage (+ misalignment)
 
-// The epilogues are gemv_q8_0.cu's: 0 writes y; 1 adds a residual (y = res + x @ w^T); 2 reads gate
-// (w) and up (w2) rows and writes silu(gate) * up; 3 streams the rows of w | w2 | w3 into a planar y.
-#define EPI_NONE 0
-#define EPI_ADD 1
-#define EPI_GLU 2
-#define EPI_CAT 3
-
-__device__ __forceinline__ float warp_sum_f(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-// The warp's partial sums -> y, through the epilogue (res_mine: lane r * BATCH + t holds the residual
-// of row n0 + r, token t)
-template <int EPI, int RR>
-__device__ __forceinline__ void gemv_store(float (&acc)[RR][BATCH], float res_mine, float* __restrict__ y,
-                                           int n0, int N, int n1, int n2) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-#pragma unroll
-        for (int t = 0; t < BATCH; ++t) {
-            float s = warp_sum_f(acc[r][t]);
-            if (EPI == EPI_GLU) s = silu(s) * warp_sum_f(acc[ROWS + r][t]);
-            if (EPI == EPI_ADD) s = __shfl_sync(0xffffffffu, res_mine, r * BATCH + t) + s;
-            if (lane == 0 && n0 + r < N)
-                y[EPI == EPI_CAT ? cat_index(t, n0 + r, BATCH, N, n1, n2) : (size_t)t * N + n0 + r] = s;
-        }
-}
+// The epilogues are gemv_q8_0.cu's (common.cuh's EPI_* and gemv_store): 0 writes y; 1 adds a residual
+// (y = res + x @ w^T); 2 reads gate (w) and up (w2) rows and writes silu(gate) * up; 3 streams the
+// rows of w | w2 | w3 into a planar y.
 
 template <int EPI>
 __device__ __forceinline__ void gemv_body(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
@@ -164,7 +137,7 @@ __device__ __forceinline__ void gemv_body(uint4* smem, const uint8_t* __restrict
         }
         __syncwarp();
     }
-    gemv_store<EPI>(acc, res_mine, y, n0, N, n1, n2);
+    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);
 }
 
 // ---------------------------------------------------------------- the direct road (Q4_K, Q5_K)
@@ -298,7 +271,7 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
 #pragma unroll
         for (int r = 0; r < RR; ++r) cur[r] = nxt[r];
     }
-    gemv_store<EPI>(acc, res_mine, y, n0, N, n1, n2);
+    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);
 }
 
 #endif
