@@ -611,7 +611,8 @@ def _draft(self: Engine) -> None:
     and no more in a step than keep its rows within the runner's `verify_rows` (on the GPU: the rows
     whose matmuls run the kernels of a one-row step, so that speculation changes no number)."""
     s = self.scheduler
-    spec = [r for r in s.running if r.drafter is not None and not r.parked and not s.prefilling(r)]
+    decoding = [r for r in s.running if not r.parked and not s.prefilling(r)]   # this step's decode rows
+    spec = [r for r in decoding if r.drafter is not None]
     for r in spec:
         r.drafts = []
     if not spec or s.prompts_wait:
@@ -620,8 +621,8 @@ def _draft(self: Engine) -> None:
     for d in {id(r.drafter): r.drafter for r in spec}.values():
         d.propose([r for r in spec if r.drafter is d])
     room = self.runner.verify_rows
-    if room is not None:                               # minus the rows of this step's decodes
-        room -= sum(1 for r in s.running if not r.parked and not s.prefilling(r))
+    if room is not None:                               # the decodes' own rows first
+        room -= len(decoding)
     for r in spec:
         n = min(r.k, r.max_new_tokens - r.n_generated - 1)
         if room is not None:

@@ -281,7 +281,7 @@ def make_drafter(spec: str, model, page_size: int, num_pages: int) -> Drafter:
     """The drafter a `speculative=` name asks for: "ngram" (PromptLookup) or "draft:PATH" (a
     DraftModel of the file or folder at PATH, on the model's device). page_size, num_pages: the
     engine's cache, which a draft model's matches (as far as the memory goes)."""
-    if spec == "ngram":     # a verify row costs a share of a step on the CPU, ~nothing on a GPU
+    if spec == "ngram":     # a draft row costs more of a step on the CPU than on a GPU: surer matches there
         return PromptLookup(min_ngram=3 if model.device == "cpu" else 2)
     if spec.startswith("draft:") and len(spec) > 6:
         from tffedu.model import Model, load
