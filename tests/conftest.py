@@ -52,3 +52,25 @@ def pytest_collection_modifyitems(config, items):
 # a dozen processes side by side, each with several engines: each takes a small share instead.
 import tffedu.engine  # noqa: E402
 tffedu.engine.KV_MEMORY = 0.02
+
+
+# nbval starts one Jupyter kernel per notebook. jupyter_client picks the kernel's five ports by
+# binding and releasing them; on a busy machine (two xdist workers, the serve tests' connections)
+# another process can take one before the kernel binds it, and the kernel dies at once ("Kernel died
+# before replying to kernel_info"). A fresh start picks fresh ports: try three times.
+try:
+    import nbval.kernel as _nbval_kernel
+except ImportError:
+    _nbval_kernel = None
+if _nbval_kernel is not None:
+    _start_new_kernel = _nbval_kernel.start_new_kernel
+
+    def _start_kernel_with_retries(*args, **kwargs):
+        for attempt in range(3):
+            try:
+                return _start_new_kernel(*args, **kwargs)
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+
+    _nbval_kernel.start_new_kernel = _start_kernel_with_retries
