@@ -4,7 +4,7 @@ Write each function, then check it: python -m tffedu.exercises ch14b
 (the reference answers are in solutions/ch14b.py: look once you have tried)
 """
 import codecs
-__all__ = ['cached_tokens', 'stream_text']
+__all__ = ['cached_tokens', 'stream_text', 'kv_outweighs_weights']
 
 
 def cached_tokens(prompts, page_size):
@@ -22,3 +22,10 @@ def stream_text(token_bytes):
     token, the new text whose bytes end on a whole character (nothing if there is none yet), the
     bytes of an unfinished character held for the next token."""
     raise NotImplementedError("ch14b: stream_text is yours to write")
+
+
+def kv_outweighs_weights(weight_bytes, token_bytes, batch):
+    """Exercise 14b.3 (easy): the smallest context depth at which the K/V that `batch` sequences
+    read in one decode step (token_bytes per token of context each) are at least the weights'
+    weight_bytes."""
+    raise NotImplementedError("ch14b: kv_outweighs_weights is yours to write")

@@ -1,7 +1,7 @@
 """Chapter 14b (the engine at work): reference solutions."""
 import codecs
 
-__all__ = ["cached_tokens", "stream_text"]
+__all__ = ["cached_tokens", "stream_text", "kv_outweighs_weights"]
 
 
 def cached_tokens(prompts, page_size):
@@ -35,3 +35,10 @@ def stream_text(token_bytes):
         if text:
             pieces.append(text)
     return pieces
+
+
+def kv_outweighs_weights(weight_bytes, token_bytes, batch):
+    """Exercise 14b.3 (easy): the smallest context depth at which the K/V that `batch` sequences
+    read in one decode step (token_bytes per token of context each) are at least the weights'
+    weight_bytes."""
+    return -(-weight_bytes // (batch * token_bytes))       # ceil(weight_bytes / (batch * token_bytes))

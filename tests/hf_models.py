@@ -408,3 +408,46 @@ class SamplingLoop(tffedu.model.ContiguousModel):
                  top_p: float = 1.0, min_p: float = 0.0, seed=None, **kw):
         pick = picker(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         return super().generate(prompt, max_new_tokens, pick=pick, **kw)
+
+
+# ------------------------------------------------------------------------- 8-bit K/V (chapter 09)
+def _q8_rows(t: torch.Tensor, pairs: bool) -> torch.Tensor:
+    """t [..., D] rounded through gguf-py's Q8_0 (blocks of 32 along D). pairs: a llama-family GGUF
+    holds each K head's row in adjacent-pair order (`llama_permute`), so its blocks group those."""
+    a = t.detach().float().numpy()
+    D = a.shape[-1]
+    if pairs:                                            # rotate-half order -> adjacent pairs
+        a = a.reshape(*a.shape[:-1], 2, D // 2).swapaxes(-1, -2)
+    r = gguf.quants.dequantize(gguf.quants.quantize(np.ascontiguousarray(a).reshape(-1, D), QT.Q8_0), QT.Q8_0)
+    r = r.reshape(a.shape)
+    if pairs:
+        r = r.swapaxes(-1, -2)
+    return torch.from_numpy(np.ascontiguousarray(r).reshape(t.shape)).to(t.dtype)
+
+
+def hf_q8_kv(model):
+    """A context in which `model` (HF) attends over K and V rounded through gguf-py's Q8_0, 32 values
+    of each head's row to a block, as an 8-bit K/V cache holds them (keys after RoPE and the q/k
+    norm, in the GGUF's order of a row)."""
+    import contextlib
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    pairs = gguf_arch(model.config) == "llama"          # write_gguf permutes llama's (and mistral's) q/k rows
+
+    def attention(module, query, key, value, attention_mask, **kw):
+        return sdpa_attention_forward(module, query, _q8_rows(key, pairs), _q8_rows(value, False),
+                                      attention_mask, **kw)
+
+    AttentionInterface.register("q8_kv", attention)
+    AttentionMaskInterface.register("q8_kv", sdpa_mask)     # SDPA's masks (causal, sliding windows)
+
+    @contextlib.contextmanager
+    def ctx():
+        old = model.config._attn_implementation
+        model.set_attn_implementation("q8_kv")
+        try:
+            yield model
+        finally:
+            model.set_attn_implementation(old)
+    return ctx()

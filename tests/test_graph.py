@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from tffedu.errors import GraphError, ShapeError
 from tffedu.blocks import qwen3_layer_graph
-from tffedu.graph import Graph, Lifetime, Node, dce, fuse, post_order, register_op, schedule
+from tffedu.graph import Graph, Lifetime, Node, dce, fuse, post_order, register_op
 from tffedu.graph_draw import layout
 from tffedu.tensor import F16, F32, I32, Q8_0
 
@@ -146,7 +146,7 @@ def test_schedule_is_a_topological_order_of_what_outputs_need(g):
     # graphlib agrees it is a DAG over the same nodes
     ts = graphlib.TopologicalSorter({n: n.inputs for n in order})
     assert set(ts.static_order()) == set(order)
-    assert [n for n in order if n.kind == "op"] == schedule(g)
+    assert [n for n in order if n.kind == "op"] == g.schedule()
 
 
 @settings(max_examples=150, deadline=None)

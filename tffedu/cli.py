@@ -10,6 +10,9 @@ import sys
 import time
 
 from .errors import ModelError, TffeduError
+from .factory import BACKENDS
+
+KV_DTYPES = tuple(dict.fromkeys(t for b in BACKENDS.values() for t in b.kv_dtypes))   # every device's K/V types
 
 __all__ = ["main"]
 
@@ -74,7 +77,7 @@ def _model_path(path):
 
 def _load(args):
     from .engine import engine_of, load   # the engine adds Model.stream / generate_batch
-    model = load(_model_path(args.model), device=args.device)
+    model = load(_model_path(args.model), device=args.device, kv_dtype=args.kv_dtype)
     engine_of(model, max_batch=1)         # one conversation: a KV cache for one sequence
     return model
 
@@ -232,7 +235,8 @@ def cmd_bench(args):
     size = sum(w.nbytes for w in model.weights.values())
     name = args.model or "default (SmolLM2-135M-Instruct Q4_1)"
     if args.json:
-        print(json.dumps([dict(model=name, arch=c.arch, size_bytes=size, device=args.device, **r) for r in rows]))
+        print(json.dumps([dict(model=name, arch=c.arch, size_bytes=size, device=args.device, kv_dtype=model.kv_dtype, **r)
+                          for r in rows]))
         return
     print("| model | size | backend | test | t/s |")
     print("| --- | ---: | --- | --- | ---: |")
@@ -254,7 +258,7 @@ def cmd_serve(args):
     from .serve import serve
     if args.kv_memory is not None:       # this process's default: it sizes the context at load too
         engine.KV_MEMORY = args.kv_memory
-    model = engine.load(_model_path(args.model), device=args.device, n_ctx=args.n_ctx)
+    model = engine.load(_model_path(args.model), device=args.device, n_ctx=args.n_ctx, kv_dtype=args.kv_dtype)
     page = f"http://{args.host}:{args.port}/" if args.port else "the address uvicorn prints below"  # 0: any free port
     print(f"tffedu serve: {model!r}; the chat page at {page}", file=sys.stderr, flush=True)
     pages = None if args.kv_tokens is None else -(-args.kv_tokens // 32)
@@ -269,6 +273,8 @@ def build_parser():
     def model_args(sp):
         sp.add_argument("-m", "--model", help="GGUF file or HF folder (default: SmolLM2-135M-Instruct)")
         sp.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+        sp.add_argument("--kv-dtype", type=str.upper, choices=KV_DTYPES, default=None,
+                        help="the K/V cache's type (default: F32 on the CPU, F16 on the GPU; Q8_0: 8 bits, on the CPU)")
 
     def spec_arg(sp):
         sp.add_argument("--spec", type=_spec, default=None, metavar="ngram|draft:PATH",

@@ -10,6 +10,7 @@ runner (chapter 13) on the model's device. `tffedu.load` returns an engine-backe
 """
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import os
@@ -22,14 +23,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ContextOverflowError, EngineError, KVCacheError, SamplingError, SpeculativeError
-from .factory import backend, patch
+from .factory import patch
 from .kvcache import KVCache
 from .memory import get_allocator
 from . import model as _model
 from .model import Generation, _stop_list, token_ids
-from .runner import ModelRunner, Pending, StepInput, device_weights
+from .runner import ModelRunner, Pending, StepInput, device_weights, page_type
 from .sampling import SamplingParams, sample
-from .tensor import DTYPES
 
 # %% auto #0
 __all__ = ['STREAM_LOOKAHEAD', 'KV_MEMORY', 'HOST_KV_MEMORY', 'HEADROOM', 'MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS',
@@ -306,9 +306,10 @@ HOST_KV_MEMORY = 0.25    # the share of the host's RAM the K/V of a CPU engine m
 HEADROOM = 1 << 30       # GPU bytes always left over: activations, CUDA graphs, the driver
 
 
-def kv_token_bytes(cfg, device: str) -> int:
-    "Bytes of K/V one token takes in every layer, in the device's page type (F16 on the GPU, F32 on the CPU)."
-    return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * DTYPES[backend(device).kv_dtype].itemsize
+def kv_token_bytes(cfg, device: str, kv_dtype: str | None = None) -> int:
+    """Bytes of K/V one token takes in every layer, in the device's page type (F16 on the GPU, F32 on
+    the CPU) or `kv_dtype` (8-bit Q8_0: 34 bytes per 32 values)."""
+    return 2 * cfg.n_layer * cfg.n_head_kv * page_type(device, kv_dtype, cfg.head_dim).nbytes(cfg.head_dim)
 
 
 def kv_memory_tokens(model, kv_memory: float | None = None) -> int:
@@ -324,7 +325,7 @@ def kv_memory_tokens(model, kv_memory: float | None = None) -> int:
         nbytes = min(kv_memory * free, free - HEADROOM)
     else:
         nbytes = HOST_KV_MEMORY * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(0, int(nbytes) // kv_token_bytes(model.config, model.device))
+    return max(0, int(nbytes) // kv_token_bytes(model.config, model.device, model.kv_dtype))
 
 
 def kv_pages(model, page_size: int = 32, kv_memory: float | None = None) -> int:
@@ -387,7 +388,8 @@ class Engine:
         self.cache = KVCache(cfg.n_layer, cfg.n_head_kv, cfg.head_dim, int(num_pages), int(page_size),
                              dtype=None, prefix_caching=prefix_caching,
                              window=0 if 0 in windows else max(windows))
-        self.runner = ModelRunner(model, self.cache, max_graphs=max_graphs, cuda_graphs=cuda_graphs)
+        self.runner = ModelRunner(model, self.cache, kv_dtype=model.kv_dtype, max_graphs=max_graphs,
+                                  cuda_graphs=cuda_graphs)
         self.stats = dict(steps=0, prefill_tokens=0, prefill_chunks=0, decode_tokens=0, mixed_steps=0,
                           overlapped=0, verify_steps=0, drafted=0, accepted=0)
         self.scheduler = Scheduler(self.cache, int(max_batch), int(token_budget), self.stats,
@@ -807,8 +809,9 @@ class Model(_model.Model):
     memory holds (`kv_memory_tokens`; said on stderr)."""
 
     def __init__(self, source, device: str = "cpu", n_ctx: int | None = None, warm: bool = True,
-                 tokenizer=None):
+                 tokenizer=None, kv_dtype: str | None = None):
         trained = source.config.context_length
+        self.kv_dtype = page_type(device, kv_dtype, source.config.head_dim).name    # its K/V pages' type
         super().__init__(source, device, trained if n_ctx is None else n_ctx, warm, tokenizer)
         if n_ctx is None and (fits := kv_memory_tokens(self)) < trained:
             if fits < 1:
@@ -840,8 +843,11 @@ class Model(_model.Model):
     stream = stream
 
 
-def load(path=None, device: str = "cpu", n_ctx: int | None = None, warm: bool = True) -> Model:
+def load(path=None, device: str = "cpu", n_ctx: int | None = None, warm: bool = True,
+         kv_dtype: str | None = None) -> Model:
     """Open a model (a .gguf file, a HF folder, or None: the default SmolLM2) on "cpu" or "cuda";
     see chapter 08's `tffedu.model.load`. Generation runs on the engine; the context is the trained
-    one unless `n_ctx` says, or what of it the K/V memory holds."""
-    return _model.load(path, device, n_ctx, warm, cls=Model)
+    one unless `n_ctx` says, or what of it the K/V memory holds. kv_dtype: the K/V pages' type, the
+    device's default (F32 on the CPU, F16 on the GPU) unless given; "Q8_0" (on the CPU) stores them
+    in 8 bits (chapter 09), a quarter of F32's bytes."""
+    return _model.load(path, device, n_ctx, warm, cls=functools.partial(Model, kv_dtype=kv_dtype))

@@ -135,17 +135,23 @@ class ModuleFactory:
 class Backend:
     """A device as every layer sees it, one record per device (a new device is one more): the
     modules that register its ops (imported on its first use, below), the byte alignment of every
-    buffer the planner places (chapter 06) and the type of its K/V pages (chapter 13)."""
+    buffer the planner places (chapter 06) and the types of K/V page its kernels read (chapter 13;
+    the first is the default, `tffedu.load(kv_dtype=...)` picks another)."""
     name: str
     op_modules: tuple[str, ...]
     alignment: int
-    kv_dtype: str
+    kv_dtypes: tuple[str, ...]
+
+    @property
+    def kv_dtype(self) -> str:
+        "The default type of its K/V pages."
+        return self.kv_dtypes[0]
 
 
 BACKENDS: dict[str, Backend] = {
-    "cpu": Backend("cpu", ("tffedu.ops.cpu", "tffedu.kvcache"), alignment=64, kv_dtype="F32"),
+    "cpu": Backend("cpu", ("tffedu.ops.cpu", "tffedu.kvcache"), alignment=64, kv_dtypes=("F32", "F16", "Q8_0")),
     "cuda": Backend("cuda", ("tffedu.ops.cuda", "tffedu.ops.cuda_matmul", "tffedu.ops.cuda_quant",
-                             "tffedu.ops.cuda_attention"), alignment=256, kv_dtype="F16"),
+                             "tffedu.ops.cuda_attention"), alignment=256, kv_dtypes=("F16",)),
 }
 
 

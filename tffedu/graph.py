@@ -22,7 +22,7 @@ from .tensor import BF16, F16, F32, I32, DType
 
 # %% auto #0
 __all__ = ['KINDS', 'OP_SPECS', 'FUSIONS', 'Node', 'OpSpec', 'register_op', 'op_spec', 'Graph', 'post_order', 'check_order',
-           'schedule', 'Lifetime', 'consumers', 'lifetimes', 'dce', 'fuse']
+           'Lifetime', 'dce', 'fuse']
 
 # %% ../notebooks/05_graph.ipynb #5f153de5
 KINDS = ("input", "weight", "state", "op")
@@ -359,16 +359,14 @@ def check_order(order: list[Node]) -> None:
                 raise GraphError(f"{n.name!r} is scheduled before its input {i.name!r}")
 
 
-def schedule(graph: Graph) -> list[Node]:
+@patch
+def schedule(self: Graph) -> list[Node]:
     "The op nodes in execution order (step i runs schedule[i])."
-    if not graph.outputs:
-        raise GraphError(f"graph {graph.name!r} has no outputs: mark them with graph.output(...)")
-    order = post_order(graph)
+    if not self.outputs:
+        raise GraphError(f"graph {self.name!r} has no outputs: mark them with graph.output(...)")
+    order = post_order(self)
     check_order(order)
     return [n for n in order if n.kind == "op"]
-
-
-Graph.schedule = schedule
 
 # %% ../notebooks/05_graph.ipynb #55601f15
 @dataclass(frozen=True)
@@ -381,9 +379,10 @@ class Lifetime:
         return self.first <= other.last and other.first <= self.last
 
 
-def consumers(graph: Graph, order: list[Node] | None = None) -> dict[Node, list[Node]]:
+@patch
+def consumers(self: Graph, order: list[Node] | None = None) -> dict[Node, list[Node]]:
     "For each node of the schedule (and its leaves), the op nodes that read it."
-    order = order if order is not None else post_order(graph)
+    order = order if order is not None else post_order(self)
     users: dict[Node, list[Node]] = {n: [] for n in order}
     for n in order:
         for i in n.inputs:
@@ -391,9 +390,10 @@ def consumers(graph: Graph, order: list[Node] | None = None) -> dict[Node, list[
     return users
 
 
-def lifetimes(graph: Graph, steps: list[Node] | None = None) -> dict[Node, Lifetime]:
+@patch
+def lifetimes(self: Graph, steps: list[Node] | None = None) -> dict[Node, Lifetime]:
     "First write and last read step of every op node in the schedule."
-    steps = steps if steps is not None else schedule(graph)
+    steps = steps if steps is not None else self.schedule()
     step = {n: s for s, n in enumerate(steps)}
     last = dict(step)
     for s, n in enumerate(steps):
@@ -401,13 +401,9 @@ def lifetimes(graph: Graph, steps: list[Node] | None = None) -> dict[Node, Lifet
             if i in step:
                 last[i] = max(last[i], s)
     end = len(steps) - 1
-    for o in graph.outputs:
+    for o in self.outputs:
         last[o] = end
     return {n: Lifetime(step[n], last[n]) for n in steps}
-
-
-Graph.lifetimes = lifetimes
-Graph.consumers = consumers
 
 # %% ../notebooks/05_graph.ipynb #22363d7b
 def _copy_graph(graph: Graph, keep: list[Node], subst: dict[Node, Node] | None = None) -> Graph:
@@ -457,7 +453,7 @@ FUSIONS = [_fuse_swiglu, _fuse_rmsnorm_weight]
 def fuse(graph: Graph, rules=None) -> Graph:
     "Apply the fusion rules once over the graph; the nodes they make unnecessary are dropped."
     order = post_order(graph)
-    users = consumers(graph, order)
+    users = graph.consumers(order)
     for o in graph.outputs:            # the caller reads outputs too: never fuse them away
         users[o] = users[o] + [None]
     subst: dict[Node, Node] = {}       # node -> its fused replacement (inputs: old nodes, or new ones it made)

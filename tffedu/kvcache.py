@@ -4,7 +4,8 @@
 """The paged KV cache (chapter 09): PagePool, KVCache, and a numpy paged-attention op.
 
 Layout (shared with the CUDA kernels): for every layer, K and V are arrays
-`[num_pages, page_size, n_kv_heads, head_dim]`; a sequence's page table is a list of page ids and
+`[num_pages, page_size, n_kv_heads, head_dim]` (8-bit pages: each head's row as Q8_0 blocks,
+head_dim / 32 * 34 bytes); a sequence's page table is a list of page ids and
 token `t` sits in page `page_table[t // page_size]`, slot `t % page_size`. Batched decode passes
 the page tables padded with -1 into int32 `[B, max_pages]` and the lengths as int32 `[B]`.
 """
@@ -22,8 +23,8 @@ from .graph import register_op
 from .memory import FixedSlotPool
 
 # %% auto #0
-__all__ = ['ATTN_BLOCK', 'Page', 'PagePool', 'chain_hash', 'Sequence', 'KVCache', 'paged_attention', 'paged_attention_decode',
-           'kv_store', 'check_cu_seqlens', 'paged_attention_varlen']
+__all__ = ['ATTN_BLOCK', 'Page', 'PagePool', 'chain_hash', 'Sequence', 'KVCache', 'page_width', 'kv_encode', 'kv_decode',
+           'paged_attention', 'paged_attention_decode', 'kv_store', 'check_cu_seqlens', 'paged_attention_varlen']
 
 # %% ../notebooks/09_kvcache.ipynb #d20d38a6
 @dataclass
@@ -436,6 +437,32 @@ def gather(self: KVCache, sid, layer: int, n: int | None = None) -> tuple[np.nda
     pids, slots = self.slots(sid, 0, n)
     return self.k[layer, pids, slots], self.v[layer, pids, slots]
 
+# %% ../notebooks/09_kvcache.ipynb #55a63a7b
+from .quant import dequantize, quantize
+from .tensor import DTYPES
+
+
+def page_width(pages: np.ndarray, kv_dtype: str | None = None) -> int:
+    "D, the values in one (token, head) row of a page array: its last dim, or what its blocks hold."
+    if kv_dtype is None:
+        return pages.shape[-1]
+    f = DTYPES.get(kv_dtype)
+    if f is None or not f.is_quantized:
+        raise ShapeError(f"kv_dtype names a block type (Q8_0), got {kv_dtype!r}")
+    return pages.shape[-1] // f.type_size * f.block_size
+
+
+def kv_encode(x: np.ndarray, kv_dtype: str | None = None) -> np.ndarray:
+    "Rows [..., D] as pages store them: as they are (the pages' float type), or as kv_dtype blocks."
+    return x if kv_dtype is None else quantize(np.asarray(x, np.float32), kv_dtype)
+
+
+def kv_decode(rows: np.ndarray, kv_dtype: str | None = None) -> np.ndarray:
+    "Page rows (floats, or kv_dtype blocks) -> float32 [..., D]."
+    if kv_dtype is None:
+        return rows.astype(np.float32)
+    return dequantize(rows, kv_dtype, (*rows.shape[:-1], page_width(rows, kv_dtype)))
+
 # %% ../notebooks/09_kvcache.ipynb #f4950dc3
 def _gather_pages(pages: np.ndarray, page_table, seq_len: int, first: int = 0) -> np.ndarray:
     "K (or V) of positions first*P..seq_len-1 (from page `first` on) as one contiguous [S, H_kv, D] array."
@@ -454,13 +481,15 @@ def _gather_pages(pages: np.ndarray, page_table, seq_len: int, first: int = 0) -
 ATTN_BLOCK = 256   # query rows per block on the CPU: scores [Hq, 256, S] at a time, never [Hq, T, S]
 
 
-def _attend_pages(q, k_pages, v_pages, page_table, seq_len: int, scale, pos, window: int = 0) -> np.ndarray:
+def _attend_pages(q, k_pages, v_pages, page_table, seq_len: int, scale, pos, window: int = 0,
+                  kv_dtype: str | None = None) -> np.ndarray:
     """softmax(q K^T) V of q [T, Hq, D] at positions pos over a sequence's first seq_len paged K/V,
     ATTN_BLOCK query rows at a time: a 4096-token prompt holds 1/16 of its score matrix at once.
-    window > 0: a query sees its last `window` keys only, and pages below them are not read."""
+    window > 0: a query sees its last `window` keys only, and pages below them are not read.
+    kv_dtype: the pages hold blocks of that type (`kv_decode`), not floats."""
     T, Hq, D = q.shape
     Hkv = k_pages.shape[2]
-    if k_pages.shape != v_pages.shape or k_pages.shape[3] != D or Hq % Hkv:
+    if k_pages.shape != v_pages.shape or page_width(k_pages, kv_dtype) != D or Hq % Hkv:
         raise ShapeError(f"paged attention: q {q.shape} does not fit k_pages {k_pages.shape} / "
                          f"v_pages {v_pages.shape} (need same D, Hq divisible by H_kv)")
     if pos.shape != (T,) or (T and (pos.min() < 0 or pos.max() >= seq_len)):
@@ -468,8 +497,8 @@ def _attend_pages(q, k_pages, v_pages, page_table, seq_len: int, scale, pos, win
     scale = np.float32(1.0 / np.sqrt(D) if scale is None else scale)
     g = Hq // Hkv                                    # query head h uses K/V head h // g
     first = max(int(pos.min()) - window + 1, 0) // k_pages.shape[1] if window and T else 0
-    kt = _gather_pages(k_pages, page_table, seq_len, first).astype(np.float32).transpose(1, 2, 0)  # [Hkv, D, S]
-    vh = _gather_pages(v_pages, page_table, seq_len, first).astype(np.float32).transpose(1, 0, 2)  # [Hkv, S, D]
+    kt = kv_decode(_gather_pages(k_pages, page_table, seq_len, first), kv_dtype).transpose(1, 2, 0)  # [Hkv, D, S]
+    vh = kv_decode(_gather_pages(v_pages, page_table, seq_len, first), kv_dtype).transpose(1, 0, 2)  # [Hkv, S, D]
     out = np.empty((T, Hq, D), np.float32)
     cols = np.arange(first * k_pages.shape[1], seq_len)                    # the key positions read
     S = len(cols)
@@ -492,16 +521,16 @@ def _attend_pages(q, k_pages, v_pages, page_table, seq_len: int, scale, pos, win
 @OPS.register("paged_attention", "cpu")
 def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray, page_table,
                     seq_len: int, scale: float | None = None, window: int = 0,
-                    out: np.ndarray | None = None) -> np.ndarray:
+                    out: np.ndarray | None = None, kv_dtype: str | None = None) -> np.ndarray:
     """Causal GQA attention of q [T, Hq, D], the last T positions of a sequence, over its paged
     K/V -> [T, Hq, D].
 
-    k_pages, v_pages: [num_pages, page_size, H_kv, D] (one layer, f32 or f16); page_table: the
-    sequence's page ids; seq_len: how many positions hold K/V; scale: default 1/sqrt(D);
-    window > 0: each query sees its last `window` keys only (a sliding window).
+    k_pages, v_pages: [num_pages, page_size, H_kv, D] (one layer, f32 or f16; kv_dtype: raw blocks
+    of that type); page_table: the sequence's page ids; seq_len: how many positions hold K/V;
+    scale: default 1/sqrt(D); window > 0: each query sees its last `window` keys only.
     """
     o = _attend_pages(q, k_pages, v_pages, page_table, int(seq_len), scale,
-                      np.arange(int(seq_len) - len(q), int(seq_len)), int(window))
+                      np.arange(int(seq_len) - len(q), int(seq_len)), int(window), kv_dtype)
     if out is None:
         return o.astype(q.dtype, copy=False)
     out[...] = o
@@ -512,7 +541,7 @@ def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray, pag
 def paged_attention_decode(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
                            page_tables: np.ndarray, seq_lens: np.ndarray,
                            scale: float | None = None, out: np.ndarray | None = None,
-                           window: int = 0) -> np.ndarray:
+                           window: int = 0, kv_dtype: str | None = None) -> np.ndarray:
     """One new token per sequence: q [B, Hq, D], page_tables int32 [B, max_pages] (padded with -1),
     seq_lens int32 [B] (including the new token, whose K/V are already written) -> [B, Hq, D].
     window > 0: each token sees its sequence's last `window` keys."""
@@ -523,7 +552,7 @@ def paged_attention_decode(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarr
     for b in range(len(q)):
         if int(seq_lens[b]):        # a padding row (length 0) stays zero
             paged_attention(q[b:b + 1], k_pages, v_pages, page_tables[b], int(seq_lens[b]), scale,
-                            window=window, out=out[b:b + 1])
+                            window=window, out=out[b:b + 1], kv_dtype=kv_dtype)
         else:
             out[b] = 0
     return out
@@ -538,14 +567,14 @@ register_op("paged_attention_varlen", _varlen_shape, (10, 10), side_effect=True)
 
 
 @OPS.register("kv_store", "cpu")
-def kv_store(k, v, k_pages, v_pages, slots):
+def kv_store(k, v, k_pages, v_pages, slots, kv_dtype: str | None = None):
     """Store k, v [T, Hkv, D] at flat slots page * page_size + offset (-1: a padding row, skipped, as is
-    a slot past the pages: no slot writes outside them, on any backend)."""
+    a slot past the pages: no slot writes outside them, on any backend); kv_dtype: as its blocks."""
     s = np.asarray(slots)
     live = (s >= 0) & (s < k_pages.shape[0] * k_pages.shape[1])
     flat = (-1,) + k_pages.shape[2:]
-    k_pages.reshape(flat)[s[live]] = k[live]       # one scatter (f32 -> the pages' dtype)
-    v_pages.reshape(flat)[s[live]] = v[live]
+    k_pages.reshape(flat)[s[live]] = kv_encode(k[live], kv_dtype)   # one scatter (f32 -> the pages' type)
+    v_pages.reshape(flat)[s[live]] = kv_encode(v[live], kv_dtype)
     return k_pages, v_pages
 
 
@@ -560,12 +589,13 @@ def check_cu_seqlens(cu_seqlens, N: int) -> None:
 @OPS.register("paged_attention_varlen", "cpu")
 def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
                            pos, scale: float | None = None, decode: bool = False, window: int = 0,
-                           out: np.ndarray | None = None):
+                           out: np.ndarray | None = None, kv_dtype: str | None = None):
     """Attention for a flat batch: q [N, Hq, D], k/v [N, Hkv, D] (this step's tokens), pos [N].
     Stores k/v at `slots` (-1 = padding), then the rows of sequence b (cu_seqlens[b]:cu_seqlens[b+1])
     attend causally over its seq_lens[b] positions through page_tables[b] -> [N, Hq, D].
     decode=True promises one row per sequence (row b is sequence b): a GPU kernel needs to know
-    that before it runs; here it is only checked. window > 0: each row sees its last `window` keys."""
+    that before it runs; here it is only checked. window > 0: each row sees its last `window` keys.
+    kv_dtype: the pages hold blocks of that type (8-bit pages, above)."""
     N = len(q)
     if not (len(k) == len(v) == len(slots) == len(pos) == N) or len(cu_seqlens) != len(seq_lens) + 1:
         raise ShapeError(f"paged_attention_varlen: q {q.shape}, k {k.shape}, slots {np.shape(slots)}, "
@@ -574,14 +604,14 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
     if decode and N != len(seq_lens):
         raise ShapeError(f"paged_attention_varlen(decode=True): {N} rows for {len(seq_lens)} sequences")
     check_cu_seqlens(cu_seqlens, N)
-    kv_store(k, v, k_pages, v_pages, slots)               # the KV-cache store: one scatter
+    kv_store(k, v, k_pages, v_pages, slots, kv_dtype)     # the KV-cache store: one scatter
     out = np.empty_like(q) if out is None else out
     out[...] = 0                                          # padding rows stay zero
     for b, S in enumerate(np.asarray(seq_lens)):
         lo, hi = int(cu_seqlens[b]), int(cu_seqlens[b + 1])
         if hi > lo:
             out[lo:hi] = _attend_pages(q[lo:hi], k_pages, v_pages, page_tables[b], int(S), scale,
-                                       np.asarray(pos[lo:hi]), window)
+                                       np.asarray(pos[lo:hi]), window, kv_dtype)
     return out
 
 # %% ../notebooks/09_kvcache.ipynb #f9a3382a

@@ -48,10 +48,11 @@ class PagedGraphs:
                             cu_seqlens=g.input("cu_seqlens", (B + 1,), I32))
             kp = g.state(f"blk.{il}.k_pages", self.page_shape, self.page_dtype)
             vp = g.state(f"blk.{il}.v_pages", self.page_shape, self.page_dtype)
+            kv = {"kv_dtype": self.page_dtype.name} if self.page_dtype.is_quantized else {}   # 8-bit pages
             return g.op("paged_attention_varlen", q, k, v, kp, vp, meta["slots"],
                         meta["page_tables"], meta["seq_lens"], meta["cu_seqlens"], pos,
                         decode=kind == "decode", name=f"blk.{il}.attn",
-                        **self.creator.attn_attrs(il))   # a window, a scale: the creator says
+                        **self.creator.attn_attrs(il), **kv)   # a window, a scale: the creator says
 
         g = self.creator.build_graph(N, n_out=None if kind == "logits" else B, attend=attend)
         if kind != "logits":

@@ -29,7 +29,7 @@ from .runtime import ARENAS, Executor
 from .tensor import DTYPES, I32, Tensor
 
 # %% auto #0
-__all__ = ['device_weights', 'bucket', 'StepInput', 'ModelRunner', 'Pending', 'op_timeline', 'op_totals', 'op_bytes']
+__all__ = ['device_weights', 'bucket', 'StepInput', 'page_type', 'ModelRunner', 'Pending', 'op_timeline', 'op_totals', 'op_bytes']
 
 # %% ../notebooks/13_gpu_runtime.ipynb #27374d94
 _UPLOADED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -148,6 +148,20 @@ class StepInput:
             inp.last[:B] = ends - 1
         return inp
 
+# %% ../notebooks/13_gpu_runtime.ipynb #907b72b9
+def page_type(device: str, kv_dtype: str | None = None, head_dim: int | None = None):
+    """The DType of the K/V pages on `device`: its default, or `kv_dtype` if its kernels read that type
+    (a KVCacheError naming the ones they read, if not); block types need head_dim % block == 0."""
+    b = backend(device)
+    name = b.kv_dtype if kv_dtype is None else kv_dtype.upper() if isinstance(kv_dtype, str) else kv_dtype
+    if name not in b.kv_dtypes:
+        raise KVCacheError(f"kv_dtype on {device} is one of {', '.join(b.kv_dtypes)} (the K/V pages its "
+                           f"kernels read), got {kv_dtype!r}")
+    t = DTYPES[name]
+    if head_dim is not None and head_dim % t.block_size:
+        raise KVCacheError(f"{name} K/V pages need head_dim % {t.block_size} == 0, got head_dim {head_dim}")
+    return t
+
 # %% ../notebooks/13_gpu_runtime.ipynb #28f9f9ea
 class ModelRunner:
     """Runs steps of `model`'s paged graph on its device, reading and writing K/V pages laid out as
@@ -157,7 +171,8 @@ class ModelRunner:
     out = runner.run(StepInput.build(cache, "decode", sids, starts, [1] * B, ids))   # {"next_ids": [B]}
     """
 
-    def __init__(self, model, cache: KVCache, *, max_graphs: int = 16, cuda_graphs: bool = True):
+    def __init__(self, model, cache: KVCache, *, kv_dtype: str | None = None, max_graphs: int = 16,
+                 cuda_graphs: bool = True):
         cfg = model.config
         self.model, self.device, self.max_graphs = model, model.device, max_graphs
         if self.device == "cuda":
@@ -166,7 +181,7 @@ class ModelRunner:
         self.weights = device_weights(model)
         dtypes = {n: w.dtype for n, w in self.weights.items()}
         creator = create(cfg, model.n_ctx, dtypes)
-        page_dtype = DTYPES[backend(self.device).kv_dtype]          # F16 on the GPU, F32 on the CPU
+        page_dtype = self.page_dtype = page_type(self.device, kv_dtype, cfg.head_dim)
         self.graphs = PagedGraphs(creator, cache.page_shape, page_dtype)
         self.pages = {f"blk.{il}.{kv}_pages": self._zeros(cache.page_shape, page_dtype)
                       for il in range(cfg.n_layer) for kv in "kv"}
@@ -196,6 +211,8 @@ class ModelRunner:
 
     def _zeros(self, shape, dtype):
         if self.device == "cpu":
+            if dtype.is_quantized:                         # raw blocks: each row of D values is D / 32 blocks
+                shape = (*shape[:-1], dtype.nbytes(shape[-1]))
             try:
                 return np.zeros(shape, dtype.np_dtype)     # calloc: untouched pages cost no memory
             except MemoryError:

@@ -15,9 +15,11 @@ which keeps the model's distribution).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from .engine import kv_memory_tokens
+from .engine import Model, kv_memory_tokens
 from .errors import SpeculativeError
 from .factory import patch
 from .kvcache import KVCache
@@ -175,7 +177,7 @@ class DraftModel(Drafter):
         self.model = model
         self.cache = KVCache(cfg.n_layer, cfg.n_head_kv, cfg.head_dim, num_pages, page_size, dtype=None,
                              prefix_caching=False, window=0 if 0 in windows else max(windows))
-        self.runner = ModelRunner(model, self.cache)
+        self.runner = ModelRunner(model, self.cache, kv_dtype=model.kv_dtype)
         self.kind = "decode" if self.runner.decode_kernel else "prefill"
         self.seen: dict = {}     # sid -> the tokens whose K/V the draft's cache holds
 
@@ -284,9 +286,10 @@ def make_drafter(spec: str, model, page_size: int, num_pages: int) -> Drafter:
     if spec == "ngram":     # a draft row costs more of a step on the CPU than on a GPU: surer matches there
         return PromptLookup(min_ngram=3 if model.device == "cpu" else 2)
     if spec.startswith("draft:") and len(spec) > 6:
-        from tffedu.model import Model, load
+        from tffedu.model import load
         from tffedu.modelfile import open_model
         trained = open_model(spec[6:]).config.context_length
-        draft = load(spec[6:], model.device, n_ctx=min(model.n_ctx, trained), cls=Model)
+        draft = load(spec[6:], model.device, n_ctx=min(model.n_ctx, trained),   # its K/V in the target's type
+                     cls=functools.partial(Model, kv_dtype=model.kv_dtype))
         return DraftModel(draft, model, page_size, num_pages)
     raise SpeculativeError(f"speculative must be None, 'ngram', 'draft:PATH' or a Drafter, got {spec!r}")

@@ -36,6 +36,15 @@ def test_ch14b_2_stream_text(impl):
         assert len(pieces) <= len(tokens)
 
 
+def test_ch14b_3_kv_outweighs_weights(impl):
+    cases = [(8_040_000_000, 147_456, 1), (8_040_000_000, 147_456, 16), (96_000_000, 46_080, 4),
+             (1000, 10, 100), (1001, 10, 100), (1, 7, 3)]
+    cases += [(rng.randrange(1, 10**10), rng.randrange(1, 10**6), rng.randrange(1, 65)) for _ in range(50)]
+    for w, t, b in cases:
+        d = impl.kv_outweighs_weights(w, t, b)
+        assert b * d * t >= w and b * (d - 1) * t < w, dict(weight_bytes=w, token_bytes=t, batch=b, got=d)
+
+
 def _each_alone(token_bytes):
     return [bytes(b).decode("utf-8", errors="replace") for b in token_bytes]
 
@@ -47,4 +56,5 @@ def _last_token_cached(prompts, ps):
 
 
 WRONG = {"test_ch14b_1_cached_tokens": {"last-token-cached": {"cached_tokens": _last_token_cached}},
-         "test_ch14b_2_stream_text": {"each-alone": {"stream_text": _each_alone}}}
+         "test_ch14b_2_stream_text": {"each-alone": {"stream_text": _each_alone}},
+         "test_ch14b_3_kv_outweighs_weights": {"one-sequence": {"kv_outweighs_weights": lambda w, t, b: -(-w // t)}}}
