@@ -164,3 +164,14 @@ def test_a_draft_model_speculates_exactly_over_8_bit_pages(case):
     assert spec.tokens == plain
     drafter = tffedu.engine.engine_of(m).drafters[f"draft:{path}"]
     assert drafter.runner.page_dtype.name == "Q8_0"          # the draft's pages are the target's type
+
+
+def test_an_engine_over_a_model_loaded_otherwise_keeps_the_devices_pages(case):
+    _, path = case
+    import tffedu.model
+    m = tffedu.model.load(path, n_ctx=64)                     # chapter 08's model: no kv_dtype of its own
+    eng = tffedu.engine.Engine(m, num_pages=8, page_size=16)
+    assert tffedu.engine.kv_dtype_of(m) is None and eng.runner.page_dtype.name == "F32"
+    req = eng.add(PROMPT[:5], max_new_tokens=3, ignore_eos=True)
+    eng.run()
+    assert req.n_generated == 3

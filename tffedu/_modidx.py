@@ -100,6 +100,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.engine.drop_engine': ('engine.html#drop_engine', 'tffedu/engine.py'),
                                'tffedu.engine.engine_of': ('engine.html#engine_of', 'tffedu/engine.py'),
                                'tffedu.engine.generate_batch': ('engine.html#generate_batch', 'tffedu/engine.py'),
+                               'tffedu.engine.kv_dtype_of': ('engine.html#kv_dtype_of', 'tffedu/engine.py'),
                                'tffedu.engine.kv_memory_tokens': ('engine.html#kv_memory_tokens', 'tffedu/engine.py'),
                                'tffedu.engine.kv_pages': ('engine.html#kv_pages', 'tffedu/engine.py'),
                                'tffedu.engine.kv_token_bytes': ('engine.html#kv_token_bytes', 'tffedu/engine.py'),

@@ -33,9 +33,9 @@ from .sampling import SamplingParams, sample
 
 # %% auto #0
 __all__ = ['STREAM_LOOKAHEAD', 'KV_MEMORY', 'HOST_KV_MEMORY', 'HEADROOM', 'MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS',
-           'MAX_BATCH', 'TOKEN_BUDGET', 'Request', 'Batch', 'Scheduler', 'kv_token_bytes', 'kv_memory_tokens',
-           'kv_pages', 'Engine', 'token_logprobs', 'engine_of', 'drop_engine', 'measure_decode', 'generate_batch',
-           'stream', 'Model', 'load']
+           'MAX_BATCH', 'TOKEN_BUDGET', 'Request', 'Batch', 'Scheduler', 'kv_token_bytes', 'kv_dtype_of',
+           'kv_memory_tokens', 'kv_pages', 'Engine', 'token_logprobs', 'engine_of', 'drop_engine', 'measure_decode',
+           'generate_batch', 'stream', 'Model', 'load']
 
 # %% ../notebooks/14a_engine.ipynb #f020a385
 @dataclass(eq=False)
@@ -312,6 +312,12 @@ def kv_token_bytes(cfg, device: str, kv_dtype: str | None = None) -> int:
     return 2 * cfg.n_layer * cfg.n_head_kv * page_type(device, kv_dtype, cfg.head_dim).nbytes(cfg.head_dim)
 
 
+def kv_dtype_of(model) -> str | None:
+    """The type of a model's K/V pages: what `load(kv_dtype=...)` chose, or None (the device's default)
+    for a model made otherwise (chapter 08's `tffedu.model.load`)."""
+    return getattr(model, "kv_dtype", None)
+
+
 def kv_memory_tokens(model, kv_memory: float | None = None) -> int:
     """Tokens of K/V that fit: on the GPU `kv_memory` (default KV_MEMORY) of the memory free once
     the model's weights are on it, HEADROOM kept back; on the CPU HOST_KV_MEMORY of the RAM."""
@@ -325,7 +331,7 @@ def kv_memory_tokens(model, kv_memory: float | None = None) -> int:
         nbytes = min(kv_memory * free, free - HEADROOM)
     else:
         nbytes = HOST_KV_MEMORY * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(0, int(nbytes) // kv_token_bytes(model.config, model.device, model.kv_dtype))
+    return max(0, int(nbytes) // kv_token_bytes(model.config, model.device, kv_dtype_of(model)))
 
 
 def kv_pages(model, page_size: int = 32, kv_memory: float | None = None) -> int:
@@ -388,7 +394,7 @@ class Engine:
         self.cache = KVCache(cfg.n_layer, cfg.n_head_kv, cfg.head_dim, int(num_pages), int(page_size),
                              dtype=None, prefix_caching=prefix_caching,
                              window=0 if 0 in windows else max(windows))
-        self.runner = ModelRunner(model, self.cache, kv_dtype=model.kv_dtype, max_graphs=max_graphs,
+        self.runner = ModelRunner(model, self.cache, kv_dtype=kv_dtype_of(model), max_graphs=max_graphs,
                                   cuda_graphs=cuda_graphs)
         self.stats = dict(steps=0, prefill_tokens=0, prefill_chunks=0, decode_tokens=0, mixed_steps=0,
                           overlapped=0, verify_steps=0, drafted=0, accepted=0)

@@ -19,7 +19,7 @@ import functools
 
 import numpy as np
 
-from .engine import Model, kv_memory_tokens
+from .engine import Model, kv_dtype_of, kv_memory_tokens
 from .errors import SpeculativeError
 from .factory import patch
 from .kvcache import KVCache
@@ -177,7 +177,7 @@ class DraftModel(Drafter):
         self.model = model
         self.cache = KVCache(cfg.n_layer, cfg.n_head_kv, cfg.head_dim, num_pages, page_size, dtype=None,
                              prefix_caching=False, window=0 if 0 in windows else max(windows))
-        self.runner = ModelRunner(model, self.cache, kv_dtype=model.kv_dtype)
+        self.runner = ModelRunner(model, self.cache, kv_dtype=kv_dtype_of(model))
         self.kind = "decode" if self.runner.decode_kernel else "prefill"
         self.seen: dict = {}     # sid -> the tokens whose K/V the draft's cache holds
 
@@ -290,6 +290,6 @@ def make_drafter(spec: str, model, page_size: int, num_pages: int) -> Drafter:
         from tffedu.modelfile import open_model
         trained = open_model(spec[6:]).config.context_length
         draft = load(spec[6:], model.device, n_ctx=min(model.n_ctx, trained),   # its K/V in the target's type
-                     cls=functools.partial(Model, kv_dtype=model.kv_dtype))
+                     cls=functools.partial(Model, kv_dtype=kv_dtype_of(model)))
         return DraftModel(draft, model, page_size, num_pages)
     raise SpeculativeError(f"speculative must be None, 'ngram', 'draft:PATH' or a Drafter, got {spec!r}")
