@@ -9,7 +9,7 @@ import torch
 
 import tffedu
 import tffedu.model
-from tffedu.config import ModelConfig, config_from_gguf, config_from_hf
+from tffedu.config import ModelConfig, config_from_gguf, config_from_hf, weight_shapes
 from tffedu.errors import ConfigError, SafetensorsError
 from hf_models import hf_logits, rel_err, save_bf16, tiny_qwen3moe, write_gguf
 from test_sliding_window import argmax_chain
@@ -161,7 +161,8 @@ def test_config_readers():
             "qwen3moe.expert_used_count": 8, "qwen3moe.expert_feed_forward_length": 768}
     g = config_from_gguf(meta)
     assert (g.n_expert, g.n_expert_used, g.expert_ffn_size, g.norm_topk_prob) == (128, 8, 768, True)   # llama.cpp: renormalised
-    assert g.weight_shapes()["blk.1.ffn_down_exps.weight"] == (128, 64, 768) and "blk.0.ffn_gate.weight" not in g.weight_shapes()
+    shapes = weight_shapes(g)
+    assert shapes["blk.1.ffn_down_exps.weight"] == (128, 64, 768) and "blk.0.ffn_gate.weight" not in shapes
     for bad, match in (({"qwen3moe.expert_used_count": 0}, "expert_count"), ({"qwen3moe.expert_count": 1 << 20}, "expert_count"),
                        ({"qwen3moe.expert_weights_norm": "no"}, "expert_weights_norm")):
         with pytest.raises(ConfigError, match=match):

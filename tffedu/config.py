@@ -460,10 +460,6 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
             raise
         raise ConfigError(f"{source}: {_HF_FIELDS[f]!r}: {e}") from None
 
-
-ModelConfig.from_gguf = staticmethod(config_from_gguf)
-ModelConfig.from_hf = staticmethod(config_from_hf)
-
 # %% ../notebooks/03b_config.ipynb #696bc0df
 _BLOCK = re.compile(r"blk\.(\d+)\.")
 _ROWS_COLS = {   # how each weight's shape follows from the config, for the error message
@@ -538,6 +534,3 @@ def check_tensors(c: ModelConfig, shapes: dict, types: dict | None = None,
         if types.get(n, "F32") not in DEQUANTIZE:
             raise ConfigError(f"{where}: tensor {n!r} is {types[n]}, a type tffedu does not compute "
                               f"with (it runs {', '.join(DEQUANTIZE)})")
-
-
-ModelConfig.weight_shapes = weight_shapes
