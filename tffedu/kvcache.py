@@ -21,6 +21,8 @@ from .errors import KVCacheError, ShapeError
 from .factory import OPS, patch
 from .graph import register_op
 from .memory import FixedSlotPool
+from .quant import dequantize, quantize
+from .tensor import DTYPES
 
 # %% auto #0
 __all__ = ['ATTN_BLOCK', 'Page', 'PagePool', 'chain_hash', 'Sequence', 'KVCache', 'page_width', 'kv_encode', 'kv_decode',
@@ -438,10 +440,6 @@ def gather(self: KVCache, sid, layer: int, n: int | None = None) -> tuple[np.nda
     return self.k[layer, pids, slots], self.v[layer, pids, slots]
 
 # %% ../notebooks/09_kvcache.ipynb #55a63a7b
-from .quant import dequantize, quantize
-from .tensor import DTYPES
-
-
 def page_width(pages: np.ndarray, kv_dtype: str | None = None) -> int:
     "D, the values in one (token, head) row of a page array: its last dim, or what its blocks hold."
     if kv_dtype is None:
