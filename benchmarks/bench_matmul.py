@@ -44,8 +44,9 @@ def variants():
         wt = {"WTYPE": DTYPES[wk].ggml_id}
         for T in range(1, 9):
             for ep in (None, "pair", "res"):
-                r, w, st = gm.gemv_config(T, 4096, ep)
-                v.append(("gemv_quant.cu", {**wt, "BATCH": T, "ROWS": r, "WARPS": w, "NSTAGE": st}))
+                for direct in (0, 1) if wk in cq.DIRECT_TYPES else (0,):
+                    r, w, st = cq.quant_gemv_config(T, 4096, ep, direct)
+                    v.append(("gemv_quant.cu", {**wt, "BATCH": T, "ROWS": r, "WARPS": w, "NSTAGE": st, "DIRECT": direct}))
         for BT in (16, 32, 64, 128, 256):
             for pair in (0, 1, 2):
                 v.append(("sm_90a", "matmul_quant_tma.cu", dict(BT=BT, STAGES=qm.q8_tma_stages(BT, cq.quant_w_box(wk)),
@@ -82,8 +83,9 @@ def variants():
     return out
 
 
-def precompile(jobs: int = 16):
-    "Compile with exactly the options of tffedu.ops.cuda.load_module, so its cache hits later."
+def precompile(jobs: int = 16, vs: list | None = None):
+    """Compile `vs` ((arch or None, file, defines) triples; default: `variants()`) with exactly the
+    options of tffedu.ops.cuda.load_module, so its cache hits later."""
     from pycuda.compiler import compile as nvcc_compile
     from tffedu.ops.cuda import context, device_arch, kernels_dir
     context()
@@ -98,7 +100,7 @@ def precompile(jobs: int = 16):
         return f, d, time.time() - t0
 
     t0 = time.time()
-    vs = variants()
+    vs = variants() if vs is None else vs
     with ThreadPoolExecutor(jobs) as ex:
         for f, d, dt in ex.map(one, vs):
             pass

@@ -26,15 +26,27 @@ def main():
     import pycuda.gpuarray as ga
     from tffedu.ops.cuda import CudaGraph, context, copy_bandwidth, device_info, time_ms
     from tffedu.ops.cuda_gemm import q8_0_gemv_launcher
-    from tffedu.ops.cuda_quant import _tile_vec, quant_gemv_launcher
-    from tffedu.quant import quantize
+    from tffedu.ops.cuda_quant import DIRECT_TYPES, _tile_vec, quant_gemv_launcher
+    from tffedu.ops.cuda_quant import quantize_gpu as quantize     # a repacked type: the file's, repacked
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=pathlib.Path, default=ROOT / "benchmarks/results/quant_gemv_sweep_h200.json")
     ap.add_argument("--types", default="Q4_K,Q6_K")
     ap.add_argument("--batches", default="1")
+    ap.add_argument("--configs", default=None, help="rows,warps,stages;... (default: CONFIGS; the direct "
+                    "road (DIRECT_TYPES) reads stages as steps of four super-blocks in flight)")
+    ap.add_argument("--no-prefill", action="store_true", help="the GEMV only")
     a = ap.parse_args()
+    configs = [None] + [tuple(int(v) for v in c.split(",")) for c in a.configs.split(";")] if a.configs else CONFIGS
     context()
+    from benchmarks.bench_matmul import precompile     # every variant the sweep runs, compiled in parallel
+    from tffedu.ops.cuda_quant import quant_gemv_config
+    from tffedu.tensor import DTYPES
+    precompile(vs=[(None, "gemv_quant.cu", dict(WTYPE=DTYPES[wk].ggml_id, BATCH=T, DIRECT=int(wk in DIRECT_TYPES),
+                                                **dict(zip(("ROWS", "WARPS", "NSTAGE"), cfg or quant_gemv_config(
+                                                    T, K, None, wk in DIRECT_TYPES)))))
+                   for wk in a.types.split(",") for T in map(int, a.batches.split(",")) for K, _ in SHAPES
+                   for cfg in configs if wk in DIRECT_TYPES or not cfg or cfg[2] >= 2])
     rng = np.random.default_rng(0)
     copy = copy_bandwidth() / 2
     rows = []
@@ -58,9 +70,9 @@ def main():
             for wk in a.types.split(","):
                 raw = quantize(w, wk)
                 raw = np.resize(raw, (N, raw.shape[1]))
-                for cfg in CONFIGS:
+                for cfg in configs:
                     kw = dict(zip(("rows", "warps", "stages"), cfg)) if cfg else {}
-                    if cfg and cfg[0] * cfg[1] * cfg[2] * _tile_vec(wk) * 16 > 48 * 1024:
+                    if cfg and wk not in DIRECT_TYPES and cfg[0] * cfg[1] * cfg[2] * _tile_vec(wk) * 16 > 48 * 1024:
                         continue
                     try:
                         v = gbs(lambda c, x, y, s: quant_gemv_launcher(c, wk, x, y, N, K, T, s, **kw), raw, N, K, T)
@@ -76,7 +88,7 @@ def main():
     from tffedu.ops.cuda_quant import quant_gemm, quant_gemm_available, slab_gemm
     prefill = []
     M = 512
-    for K, N in SHAPES + [(4096, 4096), (4096, 1024)]:
+    for K, N in [] if a.no_prefill else SHAPES + [(4096, 4096), (4096, 1024)]:
         w = (rng.standard_normal((64, K)) * 0.05).astype(np.float32)
         xh = ga.to_gpu(rng.standard_normal((M, K)).astype(np.float16))
         y = ga.empty((M, N), np.float32)

@@ -16,7 +16,8 @@
 #include "quant_blocks.cuh"
 
 #ifndef WTYPE
-#define WTYPE 12         // the format: its GGML type id (2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 12 Q4_K, 13 Q5_K, 14 Q6_K)
+#define WTYPE 12         // the format: its GGML type id (2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 12 Q4_K, 13 Q5_K, 14 Q6_K;
+                         // 102, 103, 106, 107: Q4_0 .. Q5_1 regrouped by eight, quant_blocks.cuh)
 #endif
 #ifndef BATCH
 #define BATCH 1          // tokens per call: 1..8, a compile-time constant (registers!)
@@ -28,10 +29,10 @@
 #define WARPS 4          // warps per block
 #endif
 #ifndef NSTAGE
-#define NSTAGE 4         // tiles in flight per warp
+#define NSTAGE 4         // tiles in flight per warp (the direct road: steps of four super-blocks)
 #endif
 #ifndef DIRECT
-#define DIRECT 0         // 1: Q4_K / Q5_K loaded straight into registers (the direct road, below)
+#define DIRECT 0         // 1: super-blocks loaded straight into registers (the direct road, below)
 #endif
 #define UNITS 32         // units (32 weights) per tile and row: one per lane
 
@@ -140,7 +141,7 @@ __device__ __forceinline__ void gemv_body(uint4* smem, const uint8_t* __restrict
     gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);
 }
 
-// ---------------------------------------------------------------- the direct road (Q4_K, Q5_K)
+// ---------------------------------------------------------------- the direct road (Q4_K, Q5_K, the regrouped 32s, padded Q6_K)
 #if DIRECT
 // A super-block of 144 (Q4_K) or 176 (Q5_K) bytes is a whole number of 16-byte vectors, so when the
 // tensor starts 16-byte aligned (the launcher checks) every field can be loaded straight into
@@ -148,50 +149,126 @@ __device__ __forceinline__ void gemv_body(uint4* smem, const uint8_t* __restrict
 // them loads code bytes 16 c16 .. 16 c16 + 15, which hold 16 weights of two sub-blocks (j0 = 2c in
 // the low nibbles, j0 + 1 in the high, c = c16 / 2), and the block's 16-byte head (d, dmin and the
 // twelve 6-bit scale bytes, the same 16 bytes for the eight lanes: one transaction). A warp takes
-// four super-blocks a step; the next step's vectors are loaded before this step's arithmetic.
-// (ncu on the H200: the staged road executes ~200 instructions per 32 Q4_K weights, Q8_0's v3 ~140.)
+// four super-blocks a STEP, and keeps NSTAGE steps of vectors in flight: a ring of registers, slot s
+// refilled with the step NSTAGE ahead as soon as it is decoded. (ncu on the H200: the staged road
+// executes ~200 instructions per 32 Q4_K weights, Q8_0's v3 ~140.)
 struct KHalf {                // a lane's 32 weights: 16 of sub-block j0 and 16 of j0 + 1
-    int lo[4], hi[4];         // codes 0..15 (0..31 for Q5_K), four per word
+    int lo[4], hi[4];         // codes 0..15 (0..31 with a fifth bit), four per word
     float a0, b0, a1, b1;     // w = a q + b for either sub-block
 };
+// The super-blocks the direct road reads: 16-byte vectors of scales (HEADV), of fifth bits (HIGHV),
+// then eight of nibbles. KQ: the K-quants' packed 6-bit scales; else the regrouped blocks of 32
+// (quant_blocks.cuh), PAIRS: (d, m) per block, OFF: the code offset w = d (q - OFF) of the others.
+template <int ID> struct KFmt;
+template <> struct KFmt<12> { static constexpr int HEADV = 1, HIGHV = 0, OFF = 0; static constexpr bool KQ = true, PAIRS = false; };
+template <> struct KFmt<13> { static constexpr int HEADV = 1, HIGHV = 2, OFF = 0; static constexpr bool KQ = true, PAIRS = false; };
+template <> struct KFmt<102> { static constexpr int HEADV = 1, HIGHV = 0, OFF = 8; static constexpr bool KQ = false, PAIRS = false; };
+template <> struct KFmt<103> { static constexpr int HEADV = 2, HIGHV = 0, OFF = 0; static constexpr bool KQ = false, PAIRS = true; };
+template <> struct KFmt<106> { static constexpr int HEADV = 1, HIGHV = 2, OFF = 16; static constexpr bool KQ = false, PAIRS = false; };
+template <> struct KFmt<107> { static constexpr int HEADV = 2, HIGHV = 2, OFF = 0; static constexpr bool KQ = false, PAIRS = true; };
+
 template <int ID> struct KVec {   // the vectors a lane loads per row and step
-    uint4 head, codes, high;      // high: Q5_K's fifth bits of elements l0..l0+15 (unused for Q4_K)
+    uint4 head, codes, high;      // head: the vector holding its scales; high: its fifth bits, if any
 };
 template <int ID>
 __device__ __forceinline__ KVec<ID> kload(const uint8_t* blk, int c16) {
+    using K = KFmt<ID>;
     const uint4* v = reinterpret_cast<const uint4*>(blk);
-    constexpr int HIGH = ID == 13 ? 2 : 0;                  // Q5_K: 32 bytes of fifth bits after the head
     KVec<ID> k;
-    k.head = __ldg(v);
-    k.codes = __ldg(v + 1 + HIGH + c16);
-    if (ID == 13) k.high = __ldg(v + 1 + (c16 & 1));
+    k.head = __ldg(v + (K::PAIRS ? c16 >> 2 : 0));       // pairs: blocks 4h .. 4h + 3 in vector h
+    k.codes = __ldg(v + K::HEADV + K::HIGHV + c16);
+    if (K::HIGHV) k.high = __ldg(v + K::HEADV + (c16 & 1));
     return k;
 }
+// What a lane needs to find its two sub-blocks' 6-bit scales and minimums in a K-quant's head, fixed
+// for the lane: sub-blocks 0..3 keep six bits in head bytes 0..7; 4..7 four bits in bytes 8..11 and
+// two on top of bytes 0..7. Both cases are one formula, sc = (A & lo) | ((s0 >> 2) & hi), on two
+// bytes at a time.
+struct KLane {
+    int c, sh;                // the lane's pair c = j0 / 2 of sub-blocks; its bytes' shift in the words
+    uint32_t lo, hi;          // 0x3F3F, 0 (c < 2) or 0x0F0F, 0x3030 (c >= 2)
+    int ja, jb;               // the units (sub-blocks of 32) of its low and high nibbles: j0, j0 + 1
+};
 template <int ID>
-__device__ __forceinline__ KHalf kdecode(const KVec<ID>& k, int c16) {
-    const int c = c16 >> 1, sh = 16 * (c & 1);             // the lane's scale bytes: j0, j0+1 (or j0-4, j0-3)
-    const uint32_t s0 = k.head.y >> sh, s1 = k.head.z >> sh, s2 = k.head.w >> sh;
-    int sc0, sc1, m0, m1;
-    if (c < 2) {                                          // sub-blocks 0..3: six bits in bytes 0..7
-        sc0 = s0 & 63; sc1 = (s0 >> 8) & 63; m0 = s1 & 63; m1 = (s1 >> 8) & 63;
-    } else {                                              // 4..7: four bits in bytes 8..11, two on top of 0..7
-        sc0 = (s2 & 15) | ((s0 >> 2) & 48);  sc1 = ((s2 >> 8) & 15) | ((s0 >> 10) & 48);
-        m0 = ((s2 >> 4) & 15) | ((s1 >> 2) & 48); m1 = ((s2 >> 12) & 15) | ((s1 >> 10) & 48);
-    }
-    const float d = __half2float(__ushort_as_half((uint16_t)(k.head.x & 0xffff)));
-    const float dmin = __half2float(__ushort_as_half((uint16_t)(k.head.x >> 16)));
+__device__ __forceinline__ KLane klane(int c16) {
+    const int c = c16 >> 1;
+    return KLane{c, 16 * (c & 1), c < 2 ? 0x3F3Fu : 0x0F0Fu, c < 2 ? 0u : 0x3030u, 2 * c, 2 * c + 1};
+}
+__device__ __forceinline__ float2 half2_of(uint32_t w) { return __half22float2(*reinterpret_cast<const __half2*>(&w)); }
+template <int ID>
+__device__ __forceinline__ KHalf kdecode(const KVec<ID>& k, const KLane& L) {
+    using K = KFmt<ID>;
     KHalf h;
-    h.a0 = d * (float)sc0; h.a1 = d * (float)sc1; h.b0 = -(dmin * (float)m0); h.b1 = -(dmin * (float)m1);
+    if (K::KQ) {
+        const uint32_t s0 = k.head.y >> L.sh, s1 = k.head.z >> L.sh, s2 = k.head.w >> L.sh;
+        const uint32_t sc = ((L.c < 2 ? s0 : s2) & L.lo) | ((s0 >> 2) & L.hi);      // bytes: sc_j0, sc_j0+1
+        const uint32_t m = ((L.c < 2 ? s1 : s2 >> 4) & L.lo) | ((s1 >> 2) & L.hi);  // m_j0, m_j0+1
+        const float2 dm = half2_of(k.head.x);                                       // d, dmin
+        h.a0 = dm.x * (float)(sc & 0xff); h.a1 = dm.x * (float)(sc >> 8);
+        h.b0 = -(dm.y * (float)(m & 0xff)); h.b1 = -(dm.y * (float)(m >> 8));
+    } else if (K::PAIRS) {                                // (d_j0, m_j0), (d_j0+1, m_j0+1): words 2(c & 1), + 1
+        const float2 p0 = half2_of(L.c & 1 ? k.head.z : k.head.x), p1 = half2_of(L.c & 1 ? k.head.w : k.head.y);
+        h.a0 = p0.x; h.b0 = p0.y; h.a1 = p1.x; h.b1 = p1.y;
+    } else {                                              // d_j0, d_j0+1: word c of the head
+        const uint32_t w = L.c == 0 ? k.head.x : L.c == 1 ? k.head.y : L.c == 2 ? k.head.z : k.head.w;
+        const float2 d = half2_of(w);
+        h.a0 = d.x; h.a1 = d.y; h.b0 = -(float)K::OFF * d.x; h.b1 = -(float)K::OFF * d.y;
+    }
     const uint32_t q[4] = {k.codes.x, k.codes.y, k.codes.z, k.codes.w};
     const uint32_t e[4] = {k.high.x, k.high.y, k.high.z, k.high.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         h.lo[i] = q[i] & 0x0F0F0F0F;
         h.hi[i] = (q[i] >> 4) & 0x0F0F0F0F;
-        if (ID == 13) {                                   // bit j of byte l: the fifth bit of element l of sub-block j
-            h.lo[i] |= ((e[i] >> (2 * c)) & 0x01010101) << 4;
-            h.hi[i] |= ((e[i] >> (2 * c + 1)) & 0x01010101) << 4;
+        if (K::HIGHV) {                                   // bit j of byte l: the fifth bit of element l of sub-block j
+            h.lo[i] |= ((e[i] >> (2 * L.c)) & 0x01010101) << 4;
+            h.hi[i] |= ((e[i] >> (2 * L.c + 1)) & 0x01010101) << 4;
         }
+    }
+    return h;
+}
+
+// Q6_K padded to 216 bytes at upload (chapter 11c: "Q6_KP"), so that every block starts 8-byte aligned:
+// the file's ql (128 bytes), qh (64), 16 int8 scales and d, then 6 bytes of padding. A lane reads ql
+// bytes 16 c16 .. 16 c16 + 15 (two 8-byte loads): elements l0 .. l0 + 15 of units ja = 4 h + a (low
+// nibbles) and ja + 2 (high nibbles), h = c16 / 4, a = c16 / 2 % 2; their 2 high bits from qh[32 h + l]
+// at bit 2 a and 2 a + 4; their scales, bytes 2 a + c16 % 2 of scale words 2 h and 2 h + 1; and d.
+// Codes 0..63 with w = a (q - 32): the minimum b = -32 a.
+template <> struct KVec<114> {
+    uint2 q0, q1, e0, e1, sc;
+    uint32_t d;
+};
+template <>
+__device__ __forceinline__ KVec<114> kload<114>(const uint8_t* blk, int c16) {
+    const uint2* v = reinterpret_cast<const uint2*>(blk);          // 27 eight-byte words
+    const int h = c16 >> 2;
+    KVec<114> k;
+    k.q0 = __ldg(v + 2 * c16);
+    k.q1 = __ldg(v + 2 * c16 + 1);
+    k.e0 = __ldg(v + 16 + 4 * h + 2 * (c16 & 1));
+    k.e1 = __ldg(v + 17 + 4 * h + 2 * (c16 & 1));
+    k.sc = __ldg(v + 24 + h);
+    k.d = __ldg(reinterpret_cast<const uint32_t*>(blk) + 52);    // d in the low half, padding above
+    return k;
+}
+template <>
+__device__ __forceinline__ KLane klane<114>(int c16) {
+    const int a = (c16 >> 1) & 1, ja = 4 * (c16 >> 2) + a;
+    return KLane{a, 8 * (2 * a + (c16 & 1)), 0u, 0u, ja, ja + 2};  // c: a; sh: the scale byte's shift
+}
+template <>
+__device__ __forceinline__ KHalf kdecode<114>(const KVec<114>& k, const KLane& L) {
+    KHalf h;
+    const float d = __half2float(__ushort_as_half((uint16_t)(k.d & 0xffff)));
+    h.a0 = d * (float)(int8_t)(k.sc.x >> L.sh);
+    h.a1 = d * (float)(int8_t)(k.sc.y >> L.sh);
+    h.b0 = -32.f * h.a0;
+    h.b1 = -32.f * h.a1;
+    const uint32_t q[4] = {k.q0.x, k.q0.y, k.q1.x, k.q1.y}, e[4] = {k.e0.x, k.e0.y, k.e1.x, k.e1.y};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        h.lo[i] = (q[i] & 0x0F0F0F0F) | (((e[i] >> (2 * L.c)) & 0x03030303) << 4);
+        h.hi[i] = ((q[i] >> 4) & 0x0F0F0F0F) | (((e[i] >> (2 * L.c + 4)) & 0x03030303) << 4);
     }
     return h;
 }
@@ -202,14 +279,15 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
                                             const float* __restrict__ xd, float* __restrict__ y, int N, int K,
                                             const uint8_t* __restrict__ w3 = nullptr, int n1 = 0, int n2 = 0)
 {
-    static_assert(F::QK == 256 && F::BYTES % 16 == 0, "the direct road takes super-blocks of whole 16-byte vectors");
+    static_assert(F::QK == 256 && F::BYTES % 8 == 0, "the direct road takes super-blocks of whole vectors");
     constexpr int RR = EPI == EPI_GLU ? 2 * ROWS : ROWS;
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const int n0 = (blockIdx.x * WARPS + wid) * ROWS;
     if (n0 >= N) return;
     const int nb = K / 256, nu = K / 32, steps = (nb + 3) / 4;
     const size_t row_bytes = (size_t)nb * F::BYTES;
-    const int c16 = lane & 7, j0 = 2 * (c16 >> 1), l0 = 16 * (c16 & 1);
+    const int c16 = lane & 7, l0 = 16 * (c16 & 1), sb = lane >> 3;   // sb: super-block in a step
+    const KLane L = klane<WTYPE>(c16);
     const uint8_t* row[RR];
     bool ok[RR];
 #pragma unroll
@@ -224,29 +302,33 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
     for (int r = 0; r < RR; ++r)
 #pragma unroll
         for (int t = 0; t < BATCH; ++t) acc[r][t] = 0.f;
-    KVec<WTYPE> cur[RR], nxt[RR];
-    int sb = lane >> 3;                                   // this lane's super-block in the step
+    KVec<WTYPE> ring[NSTAGE][RR];                         // steps s, s + 1, ..., s + NSTAGE - 1
 #pragma unroll
-    for (int r = 0; r < RR; ++r)                          // weights only before pdl_wait
-        if (ok[r] && sb < nb) cur[r] = kload<WTYPE>(row[r] + (size_t)sb * F::BYTES, c16);
+    for (int s = 0; s < NSTAGE; ++s)                      // weights only before pdl_wait
+#pragma unroll
+        for (int r = 0; r < RR; ++r)
+            if (ok[r] && sb + 4 * s < nb) ring[s][r] = kload<WTYPE>(row[r] + (size_t)(sb + 4 * s) * F::BYTES, c16);
     pdl_wait();
     float res_mine = 0.f;
     if (EPI == EPI_ADD && lane < ROWS * BATCH && n0 + lane / BATCH < N)
         res_mine = __ldg(res + (size_t)(lane % BATCH) * N + n0 + lane / BATCH);
-    for (int step = 0; step < steps; ++step, sb += 4) {
-        const bool mine = sb < nb, more = sb + 4 < nb;
+    for (int step = 0; step < steps; step += NSTAGE) {
 #pragma unroll
-        for (int r = 0; r < RR; ++r)
-            if (ok[r] && more) nxt[r] = kload<WTYPE>(row[r] + (size_t)(sb + 4) * F::BYTES, c16);
-        if (mine) {
+        for (int s = 0; s < NSTAGE; ++s) {
+            const int b = sb + 4 * (step + s);            // this lane's super-block (past the row: idle)
+            if (b >= nb) break;
             KHalf h[RR];
 #pragma unroll
-            for (int r = 0; r < RR; ++r) h[r] = kdecode<WTYPE>(cur[r], c16);
+            for (int r = 0; r < RR; ++r) {
+                h[r] = kdecode<WTYPE>(ring[s][r], L);
+                if (ok[r] && b + 4 * NSTAGE < nb)         // the slot takes the step NSTAGE ahead
+                    ring[s][r] = kload<WTYPE>(row[r] + (size_t)(b + 4 * NSTAGE) * F::BYTES, c16);
+            }
 #pragma unroll
             for (int t = 0; t < BATCH; ++t) {
-                const int u = sb * 8 + j0;                // the activation blocks of sub-blocks j0, j0 + 1
+                const int u = b * 8 + L.ja, v = b * 8 + L.jb;   // the activation blocks of the lane's two units
                 const int4 xa = __ldg(reinterpret_cast<const int4*>(xq + (size_t)t * K + (size_t)u * 32 + l0));
-                const int4 xb = __ldg(reinterpret_cast<const int4*>(xq + (size_t)t * K + (size_t)u * 32 + 32 + l0));
+                const int4 xb = __ldg(reinterpret_cast<const int4*>(xq + (size_t)t * K + (size_t)v * 32 + l0));
                 const int x0[4] = {xa.x, xa.y, xa.z, xa.w}, x1[4] = {xb.x, xb.y, xb.z, xb.w};
                 int sx0 = 0, sx1 = 0;
 #pragma unroll
@@ -254,7 +336,7 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
                     sx0 = __dp4a(x0[i], 0x01010101, sx0);
                     sx1 = __dp4a(x1[i], 0x01010101, sx1);
                 }
-                const float dx0 = __ldg(xd + (size_t)t * nu + u), dx1 = __ldg(xd + (size_t)t * nu + u + 1);
+                const float dx0 = __ldg(xd + (size_t)t * nu + u), dx1 = __ldg(xd + (size_t)t * nu + v);
 #pragma unroll
                 for (int r = 0; r < RR; ++r) {
                     int d0 = 0, d1 = 0;
@@ -268,15 +350,13 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
                 }
             }
         }
-#pragma unroll
-        for (int r = 0; r < RR; ++r) cur[r] = nxt[r];
     }
     gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);
 }
 
 #endif
 
-// The kernels: DIRECT (the launcher's choice, Q4_K and Q5_K tensors that start 16-byte aligned) takes
+// The kernels: DIRECT (the launcher's choice: DIRECT_TYPES tensors that start aligned to their vectors) takes
 // the direct road, every other format and alignment the staged one
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
 gemv_quant(const uint8_t* __restrict__ w, const int8_t* __restrict__ xq, const float* __restrict__ xd,

@@ -103,6 +103,32 @@ __device__ __forceinline__ uint32_t word_q6_k(const Stage& s, int o, int j, int 
 }
 #define scales_q5_k scales_q4_k
 
+// The GPU's regrouping of the blocks of 32 (chapter 11c, made at upload for rows of whole groups of
+// 256): eight blocks side by side as one super-block of whole 16-byte vectors, laid out as Q4_K and
+// Q5_K lay out theirs, so that the direct road reads every 4- and 5-bit format one way. First the
+// eight blocks' scales (d_j f16; or d_j, m_j pairs), then for Q5_* 32 bytes of fifth bits (bit j of
+// byte l: element l of block j), then 128 bytes of nibbles: block 2c in the low and 2c + 1 in the
+// high nibbles of bytes 32c .. 32c + 31, element l in byte 32c + l. Values as the blocks of 32 say:
+// Q4_0 w = d (q - 8), Q4_1 w = d q + m, Q5_0 w = d (q - 16), Q5_1 w = d q + m.
+template <int HEAD, bool HIGH, int OFF>        // OFF: the code offset of a format without a minimum
+__device__ __forceinline__ Scales scales_x8(const Stage& s, int o, int j) {
+    return OFF ? scale_min(s.f16(o + 2 * j), -0.f) : scale_min(s.f16(o + 4 * j), s.f16(o + 4 * j + 2));
+}
+template <int HEAD, bool HIGH, int OFF>
+__device__ __forceinline__ uint32_t word_x8(const Stage& s, int o, int j, int k) {
+    uint32_t v = (s.u32(o + HEAD + (HIGH ? 32 : 0) + 32 * (j >> 1) + 4 * k) >> (4 * (j & 1))) & 0x0F0F0F0F;
+    if (HIGH) v |= ((s.u32(o + HEAD + 4 * k) >> j) & 0x01010101) << 4;
+    return OFF ? bytes_minus(v, OFF * 0x01010101u) : v;
+}
+#define scales_q4_0x8 scales_x8<16, false, 8>
+#define word_q4_0x8 word_x8<16, false, 8>
+#define scales_q4_1x8 scales_x8<32, false, 0>
+#define word_q4_1x8 word_x8<32, false, 0>
+#define scales_q5_0x8 scales_x8<16, true, 16>
+#define word_q5_0x8 word_x8<16, true, 16>
+#define scales_q5_1x8 scales_x8<32, true, 0>
+#define word_q5_1x8 word_x8<32, true, 0>
+
 // The formats: GGML type id -> weights and bytes per block, the unit's readers, and two facts a
 // reader can use: MIN, the format has a minimum (b = -0 otherwise, and a dot product needs no sum
 // of the activations); TWO, the unit has two scales (a[0] != a[1]: Q6_K). WTYPE picks one.
@@ -121,6 +147,11 @@ FORMAT(7, 32, 24, q5_1, true, false)
 FORMAT(12, 256, 144, q4_k, true, false)
 FORMAT(13, 256, 176, q5_k, true, false)
 FORMAT(14, 256, 210, q6_k, false, true)
+FORMAT(102, 256, 144, q4_0x8, false, false)       // the regrouped blocks of 32: GGML id + 100
+FORMAT(103, 256, 160, q4_1x8, true, false)
+FORMAT(106, 256, 176, q5_0x8, false, false)
+FORMAT(107, 256, 192, q5_1x8, true, false)
+FORMAT(114, 256, 216, q6_k, false, true)         // Q6_K padded to 216 bytes: 8-byte aligned blocks
 
 // A unit, decoded whole: its 32 codes (8 words) and scales
 struct Unit {

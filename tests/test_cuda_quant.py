@@ -21,24 +21,64 @@ from tffedu.quant import dequantize, quantize
 TYPES = list(cq.QUANT_TYPES)
 
 
+FILE_OF = {g: f for f, g in cq.REPACKED.items()}     # a GPU regrouping -> the file type it holds
+
+
 def weights(wk: str, N: int, K: int, seed: int) -> np.ndarray:
-    "Raw `wk` rows of random weights, with an all-zero row and an outlier row."
+    "Raw `wk` rows of random weights, with an all-zero row and an outlier row (regrouped for an X8 type)."
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
     w[0] = 0.0
     if N > 2:
         w[2, : K // 2] *= 30
-    return quantize(w, wk)
+    src = FILE_OF.get(wk, wk)
+    raw = quantize(w, src)
+    return cq.repack_blocks(raw, src) if wk in FILE_OF else raw
+
+
+def gguf_dequantize(raw: np.ndarray, wk: str) -> np.ndarray:
+    "gguf-py's dequantization of raw `wk` rows (an X8 regrouping: of the file's blocks it holds)."
+    raw, wk = cq.file_blocks(raw, wk)
+    return gguf.quants.dequantize(raw, QT[wk])
 
 
 # ------------------------------------------------------------------ CPU
 def test_the_rows_are_gguf_py_block_sizes():
     for wk in TYPES:
         row = cm.GPU_WEIGHTS[wk]
-        assert (row.block, row.block_bytes) == gguf.GGML_QUANT_SIZES[QT[wk]]
+        qk, nbytes = gguf.GGML_QUANT_SIZES[QT[FILE_OF.get(wk, wk)]]
+        assert (row.block, row.block_bytes) == (
+            (256, 216 if FILE_OF[wk] == "Q6_K" else 8 * nbytes) if wk in FILE_OF else (qk, nbytes))
         assert row.gemv.packed_i8 and row.gemv.max_rows == cq.GEMV_MAX_ROWS
         assert row.get_rows[:2] == ("gemv_quant.cu", "get_rows_quant")
-        assert row.get_rows[2]["WTYPE"] == QT[wk].value
+        assert row.get_rows[2]["WTYPE"] == QT[FILE_OF.get(wk, wk)].value + (100 if wk in FILE_OF else 0)
+
+
+def test_padded_q6_k_holds_the_files_blocks():
+    "Q6_KP: each of the file's 210-byte blocks, then 6 zero bytes (quant_blocks.cuh reads it as Q6_K)."
+    raw = weights("Q6_K", 4, 768, 5)
+    p = cq.repack_blocks(raw, "Q6_K").reshape(4, 3, 216)
+    assert np.array_equal(p[..., :210].reshape(4, -1), raw) and not p[..., 210:].any()
+    assert np.array_equal(cq.unpack_blocks(p.reshape(4, -1), "Q6_K"), raw)
+
+
+@pytest.mark.parametrize("wk", [k for k in cq.REPACKED if k != "Q6_K"])
+def test_repacked_blocks_hold_the_files_values(wk):
+    """The regrouping by eight (quant_blocks.cuh's X8 formats) is lossless, and its readers, as the
+    header describes them (scales first, fifth bits, nibbles of blocks 2c | 2c+1), give gguf-py's values."""
+    raw = weights(wk, 6, 768, 3)
+    g = cq.repack_blocks(raw, wk)
+    assert g.shape == (6, 3 * 8 * cq.DTYPES[wk].type_size) and np.array_equal(cq.unpack_blocks(g, wk), raw)
+    pairs, high, off = wk in ("Q4_1", "Q5_1"), wk.startswith("Q5"), {"Q4_0": 8, "Q5_0": 16}.get(wk, 0)
+    head = 32 if pairs else 16
+    blk = g.reshape(6, 3, -1)
+    sc = blk[..., :head].copy().view(np.float16).astype(np.float32).reshape(6, 3, 8, -1)   # [.., j, d (m)]
+    codes = blk[..., head + 32 * high:].reshape(6, 3, 4, 1, 32) >> np.array([0, 4], np.uint8)[:, None]
+    q = (codes & 15).reshape(6, 3, 8, 32).astype(np.int32)                 # block j = 2c + (j & 1)
+    if high:
+        q |= ((blk[..., head:head + 32][:, :, None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1).astype(np.int32) << 4
+    vals = sc[..., :1] * (q - off).astype(np.float32) + (sc[..., 1:] if pairs else np.float32(0))
+    np.testing.assert_array_equal(vals.reshape(6, 768), gguf.quants.dequantize(raw, QT[wk]).reshape(6, 768))
 
 
 @pytest.mark.parametrize("wk", TYPES)
@@ -49,7 +89,7 @@ def test_reference_is_the_quantized_product(wk):
     x = np.random.default_rng(2).standard_normal((3, K)).astype(np.float32)
     xq, xd = gm.quantize_act_ref(x)
     xs = (xq.reshape(3, -1, 32) * xd[..., None].astype(np.float64)).reshape(3, K)
-    want = xs @ gguf.quants.dequantize(raw, QT[wk]).astype(np.float64).T
+    want = xs @ gguf_dequantize(raw, wk).astype(np.float64).T
     np.testing.assert_allclose(cq.quant_gemv_ref(x, raw, wk, K), want, rtol=1e-12, atol=1e-12)
 
 
@@ -64,7 +104,7 @@ def test_w_box_holds_every_tile():
     or one super-block, gguf-py's sizes) from the tile's first byte rounded down to 16 fit the box;
     the box is 16-byte granular and no wider than that needs; the ring fits shared memory."""
     for wk in TYPES:
-        qk, nbytes = gguf.GGML_QUANT_SIZES[QT[wk]]
+        qk, nbytes = cq.DTYPES[wk].block_size, cq.DTYPES[wk].type_size
         box = cq.quant_w_box(wk)
         need = 0
         for kt in range(256):
@@ -72,18 +112,19 @@ def test_w_box_holds_every_tile():
             last = (64 * (kt + 1) - 1) // qk * nbytes + nbytes      # one past their end
             need = max(need, last - (first & ~15))
         assert box % 16 == 0 and need <= box < need + 16, wk
-        assert qm.TMA_GEMMS[wk].defines == {"WTYPE": QT[wk].value, "W_BOX": box}
+        assert qm.TMA_GEMMS[wk].defines == {"WTYPE": cq.DTYPES[wk].ggml_id, "W_BOX": box}
         for BT in (16, 32, 64, 128, 256):
             S = qm.q8_tma_stages(BT, box)
             assert S >= 3 and qm.q8_gemm_smem(dict(V=7, BT=BT, STAGES=S, WB=box)) <= 227 * 1024
 
 
 def test_tensor_core_path_needs_rows_of_whole_16_bytes():
-    "Row bytes a multiple of 16 (the tensor map's stride): Q6_K from K = 2048; the others from 256."
+    "Row bytes a multiple of 16 (the tensor map's stride): Q6_K from K = 2048, padded Q6_KP from 512; the others from 256."
     rows = {wk: [K for K in range(256, 8193, 256) if K // cm.GPU_WEIGHTS[wk].block * cm.GPU_WEIGHTS[wk].block_bytes % 16 == 0]
             for wk in TYPES}
     assert rows["Q6_K"][0] == 2048 and all(K % 2048 == 0 for K in rows["Q6_K"])
-    assert all(rows[wk] == list(range(256, 8193, 256)) for wk in TYPES if wk != "Q6_K")
+    assert rows["Q6_KP"] == list(range(512, 8193, 512))
+    assert all(rows[wk] == list(range(256, 8193, 256)) for wk in TYPES if wk not in ("Q6_K", "Q6_KP"))
 
 
 # ------------------------------------------------------------------ GPU
@@ -174,7 +215,7 @@ def test_gemv_epilogues_and_packed_activations(wk, cfg):
 def _gemm_ref(x, raw, wk, K):
     "x rounded to fp16 (the kernel's activations) @ chapter 03a's weights, in float64."
     N = len(raw)
-    return x.astype(np.float16).astype(np.float64) @ dequantize(raw, wk, (N, K)).astype(np.float64).T
+    return x.astype(np.float16).astype(np.float64) @ dequantize(*cq.file_blocks(raw, wk), (N, K)).astype(np.float64).T
 
 
 def _tc(ga):
@@ -253,7 +294,7 @@ def test_matmul_op_at_every_batch(wk):
     from tffedu.factory import OPS
     for N, K in ((300, 1536), (130, 2048)):                   # Q6_K: slabs at 1536, version 7 at 2048
         raw = weights(wk, N, K, 5)
-        w64 = dequantize(raw, wk, (N, K)).astype(np.float64)
+        w64 = dequantize(*cq.file_blocks(raw, wk), (N, K)).astype(np.float64)
         for T in (1, 8, 9, 77, 600):
             x = np.random.default_rng(T).standard_normal((T, K)).astype(np.float32)
             y = OPS.get("matmul", "cuda")(ga.to_gpu(x), ga.to_gpu(raw), w_dtype=wk).get()
@@ -269,7 +310,7 @@ def test_dequant_and_embedding_are_chapter_03a_bit_for_bit(wk):
     from tffedu.factory import OPS
     N, K = 77, 1024
     raw = weights(wk, N, K, 6)
-    ref = dequantize(raw, wk, (N, K))
+    ref = dequantize(*cq.file_blocks(raw, wk), (N, K))
     out = _nan(ga, (N, K), np.float16)
     cq.dequant_f16(ga.to_gpu(raw), wk, out, N, K)
     assert np.array_equal(out.get().view(np.uint16), ref.astype(np.float16).view(np.uint16))

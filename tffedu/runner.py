@@ -52,6 +52,7 @@ def device_weights(model) -> dict:
         return model.weights
     OPS.load_backend("cuda")                                    # every chapter's rows of the table
     from tffedu.ops.cuda_matmul import GPU_WEIGHTS              # chapter 11's table: what the kernels read
+    from tffedu.ops.cuda_quant import REPACKED, repack_blocks     # chapter 11c: the GPU's own layouts
     with _UPLOAD_LOCK:
         if model in _UPLOADED:
             return _UPLOADED[model]
@@ -60,6 +61,10 @@ def device_weights(model) -> dict:
             kind = w.dtype.name
             if len(w.shape) == 1:                                   # norms: tiny, always f32
                 t = Tensor.from_numpy(_as_numpy(w, np.float32))
+            elif kind in REPACKED and w.shape[-1] % 256 == 0:     # repacked for the direct GEMV road
+                raw = w.numpy()                                     # [..., K / QK blocks of bytes]
+                packed = repack_blocks(raw.reshape(-1, raw.shape[-1]), kind).reshape(*raw.shape[:-1], -1)
+                t = Tensor.from_numpy(packed, REPACKED[kind])
             elif kind in GPU_WEIGHTS:
                 t = w
             else:                                                   # no kernel reads it: F16

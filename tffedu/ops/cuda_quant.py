@@ -16,22 +16,33 @@ import math
 import numpy as np
 
 from ..errors import ShapeError
-from ..quant import dequantize
-from ..tensor import DTYPES
+from ..quant import dequantize, quantize
+from ..tensor import DTYPES, DType
 from .cuda import kernel, launch, set_smem
 from .cuda_matmul import GPU_WEIGHTS, GpuWeight, MatmulPath, _q8_act_pieces, _x_as, _x_pieces
 from .cuda_q8_gemm import TMA_GEMMS, TmaGemm, q8_gemm, q8_gemm_available, q8_gemm_part_bytes
 from .cuda_gemm import _cat_parts, _p, gemm16, gemv_config, q8_0_slab_rows, quantize_act_ref
 
 # %% auto #0
-__all__ = ['QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'quant_gemv_ref', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16',
-           'slab_gemm', 'quant_w_box', 'quant_gemm_available', 'quant_gemm']
+__all__ = ['REPACKED', 'QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'DIRECT_GEMV', 'DIRECT_GEMV_BIG', 'repack_blocks',
+           'unpack_blocks', 'quantize_gpu', 'file_blocks', 'quant_gemv_ref', 'quant_gemv_config', 'quant_gemv_launcher',
+           'quant_gemv', 'dequant_f16', 'slab_gemm', 'quant_w_box', 'quant_gemm_available', 'quant_gemm']
 
 # %% ../../notebooks/11c_quant_gemv.ipynb #30cb4e5c
-QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
+# Formats repacked at upload (rows of whole super-blocks of 256) so that the direct road reads them:
+# the blocks of 32 regrouped by eight into one super-block of whole 16-byte vectors laid out as Q4_K's,
+# and Q6_K's 210-byte blocks padded to 216 (8-byte aligned; 3 % more bytes). Layouts of the GPU only:
+# never in a file, so not in chapter 02's GGUF id table. (GPU name, bytes per super-block).
+REPACKED = {"Q4_0": "Q4_0X8", "Q4_1": "Q4_1X8", "Q5_0": "Q5_0X8", "Q5_1": "Q5_1X8", "Q6_K": "Q6_KP"}
+for _src, _name in REPACKED.items():     # kernel id: the GGML id + 100 (quant_blocks.cuh's FORMAT)
+    _bytes = 216 if _src == "Q6_K" else 8 * DTYPES[_src].type_size
+    DTYPES[_name] = DType(_name, DTYPES[_src].ggml_id + 100, 256, _bytes, np.dtype(np.uint8))
+QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K") + tuple(REPACKED.values())
 GEMV_MAX_ROWS = 8                       # tokens per GEMV call (BATCH is a compile-time constant)
-# super-blocks of whole 16-byte vectors: gemv_quant.cu's direct road loads them straight into registers
-DIRECT_TYPES = tuple(t for t in QUANT_TYPES if DTYPES[t].block_size == 256 and DTYPES[t].type_size % 16 == 0)
+# super-blocks of whole 8- or 16-byte vectors: gemv_quant.cu's direct road loads them straight into
+# registers, when the tensor starts aligned to the vectors (DIRECT_TYPES[type]: their bytes)
+DIRECT_TYPES = {t: 16 if DTYPES[t].type_size % 16 == 0 else 8 for t in QUANT_TYPES
+                if DTYPES[t].block_size == 256 and DTYPES[t].type_size % 8 == 0}
 
 
 def _tile_vec(wk: str) -> int:
@@ -40,13 +51,85 @@ def _tile_vec(wk: str) -> int:
     return -(-(1024 // f.block_size * f.type_size) // 16) + 1
 
 
+def _pairs(wk: str) -> bool:
+    return wk in ("Q4_1", "Q5_1")                 # a (d, m) pair per block; else d alone
+
+
+def repack_blocks(raw: np.ndarray, wk: str) -> np.ndarray:
+    """Rows of `wk` (a REPACKED key) as the file holds them -> the GPU's layout (K % 256 == 0). Q6_K:
+    each block and 6 zero bytes. Blocks of 32 [N, K/32*B] -> their regrouping by eight [N, K/256*8B]:
+    per group the eight blocks' scales (d, or d and m), for Q5_* 32 bytes of fifth bits (bit j of byte
+    l: element l of block j), then the nibbles of blocks 2c | 2c+1 in bytes 32c .. 32c + 31."""
+    B, N = DTYPES[wk].type_size, len(raw)
+    if wk == "Q6_K":
+        b = np.asarray(raw, np.uint8).reshape(N, -1, B)
+        return np.concatenate([b, np.zeros((*b.shape[:2], 216 - B), np.uint8)], axis=-1).reshape(N, -1)
+    b = np.asarray(raw, np.uint8).reshape(N, -1, 8, B)                 # [N, groups, 8 blocks, B]
+    s = 4 if _pairs(wk) else 2                                        # scale bytes per block
+    parts = [b[..., :s].reshape(N, -1, 8 * s)]
+    if wk in ("Q5_0", "Q5_1"):
+        qh = np.ascontiguousarray(b[..., s:s + 4]).view("<u4")[..., 0]   # bit l: element l's fifth bit
+        bits = (qh[..., None] >> np.arange(32, dtype=np.uint32)) & 1     # [N, g, 8 blocks, 32 elements]
+        parts.append((bits << np.arange(8, dtype=np.uint32)[:, None]).sum(-2).astype(np.uint8))
+    qs = b[..., -16:]                                                  # element i < 16: low nibble of byte i
+    q = np.concatenate([qs & 15, qs >> 4], axis=-1)                    # [N, g, 8, 32] codes
+    parts.append((q[..., 0::2, :] | (q[..., 1::2, :] << 4)).reshape(N, -1, 128))
+    return np.concatenate(parts, axis=-1).reshape(N, -1)
+
+
+def unpack_blocks(raw: np.ndarray, wk: str) -> np.ndarray:
+    "The inverse of `repack_blocks`: the GPU's layout of `wk` (a REPACKED key) -> the file's blocks."
+    B, N, s = DTYPES[wk].type_size, len(raw), 4 if _pairs(wk) else 2
+    if wk == "Q6_K":
+        return np.ascontiguousarray(np.asarray(raw, np.uint8).reshape(N, -1, 216)[..., :B]).reshape(N, -1)
+    g = np.asarray(raw, np.uint8).reshape(N, -1, 8 * B)
+    head, rest = g[..., :8 * s].reshape(N, -1, 8, s), g[..., 8 * s:]
+    codes = rest[..., -128:].reshape(N, -1, 4, 32)
+    q = np.stack([codes & 15, codes >> 4], axis=-2).reshape(N, -1, 8, 32)    # block 2c, 2c + 1
+    out = [head]
+    if wk in ("Q5_0", "Q5_1"):
+        bits = (rest[..., :32][..., None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1   # [N, g, 8, 32]
+        qh = (bits.astype(np.uint32) << np.arange(32, dtype=np.uint32)).sum(-1).astype("<u4")
+        out.append(np.ascontiguousarray(qh[..., None]).view(np.uint8))
+    out.append((q[..., :16] | (q[..., 16:] << 4)).astype(np.uint8))
+    return np.concatenate(out, axis=-1).reshape(N, -1)
+
+
+def quantize_gpu(w: np.ndarray, wk: str) -> np.ndarray:
+    "Weights f32 [N, K] as raw `wk` rows on the GPU: a repacked type is the file's type (chapter 03a), repacked."
+    src = {g: f for f, g in REPACKED.items()}.get(wk)
+    return repack_blocks(quantize(w, src), src) if src else quantize(w, wk)
+
+
+def file_blocks(raw: np.ndarray, wk: str) -> tuple[np.ndarray, str]:
+    "(raw, wk) as a file holds them: a GPU layout unpacked, any other type as it is."
+    src = {g: f for f, g in REPACKED.items()}.get(wk)
+    return (unpack_blocks(raw, src), src) if src else (raw, wk)
+
+
 def quant_gemv_ref(x: np.ndarray, raw: np.ndarray, wk: str, K: int) -> np.ndarray:
     """What the GEMV computes, in float64: x quantized to int8 blocks of 32 as the kernel does
     (chapter 11's `quantize_act_ref`), times the dequantized weights (chapter 03a)."""
     xq, xd = quantize_act_ref(np.asarray(x, np.float32).reshape(-1, K))
     xs = (xq.reshape(len(xq), -1, 32).astype(np.float64) * xd[..., None]).reshape(len(xq), K)
-    w = dequantize(raw, wk, (len(raw), K)).astype(np.float64)
+    w = dequantize(*file_blocks(raw, wk), (len(raw), K)).astype(np.float64)
     return xs @ w.T
+
+# %% ../../notebooks/11c_quant_gemv.ipynb #e4504a3f
+# (rows per warp, warps per block, steps in flight) of the direct road by batch. Its own table: it keeps
+# weights in registers, not shared memory, so registers grow with rows x steps (x 2 for the SwiGLU
+# pair) and chapter 11's tilings would spill. Chosen with benchmarks/sweep_quant_gemv.py.
+DIRECT_GEMV = {1: (1, 4, 1)}
+DIRECT_GEMV_BIG = (2, 4, 2)                       # T >= 2: rows share each activation load
+
+
+def quant_gemv_config(T: int, K: int, epilogue: str | None = None, direct: bool = False) -> tuple:
+    "Default (rows, warps, stages) of the GEMV: the direct road's table, else chapter 11's `gemv_config`."
+    if not direct:
+        return gemv_config(T, K, epilogue)
+    r, w, s = DIRECT_GEMV.get(int(T), DIRECT_GEMV_BIG)
+    return (max(1, r // 2), w, s) if epilogue == "pair" else (r, w, s)
+
 
 # %% ../../notebooks/11c_quant_gemv.ipynb #f70b32c2
 def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=None, x_dtype: str = "F32",
@@ -66,24 +149,25 @@ def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=Non
         raise ShapeError(f"gemv_quant takes 1..{GEMV_MAX_ROWS} rows, got T={T}")
     if sum(e is not None for e in (res, w2, cat)) > 1:
         raise ShapeError("one epilogue (res, w2 or cat) at a time")
-    r0, w0, s0 = gemv_config(T, K, "pair" if w2 is not None else "res" if res is not None else None)
+    wp, yp = _p(w), _p(y)
+    starts = [wp] + ([_p(w2)] if w2 is not None else []) + [_p(m) for m, _ in (cat or ())]
+    if f.type_size % 4 == 0 and any(a % 4 for a in starts):   # the kernel reads their blocks as aligned words
+        raise ShapeError(f"{wk} weights must start 4-byte aligned (blocks of {f.type_size} bytes)")
+    direct = wk in DIRECT_TYPES and not any(a % DIRECT_TYPES[wk] for a in starts)   # blocks of whole vectors
+    r0, w0, s0 = quant_gemv_config(T, K, "pair" if w2 is not None else "res" if res is not None else None, direct)
     rows, warps, stages = rows or r0, warps or w0, stages or s0
     if res is not None and rows * T > 32:
         raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
+    smem = 0 if direct else rows * warps * stages * _tile_vec(wk) * 16 * (2 if w2 is not None else 1)
+    if (w2 is None and smem > 48 * 1024) or stages < (1 if direct else 2):
+        raise ShapeError(f"gemv_quant with rows={rows}, warps={warps}, stages={stages} needs more than 48 KB "
+                         "of static shared memory (or too few stages: 2 staged, 1 direct)")
     own = []
     if xq is None or xd is None:
         from tffedu.tensor import I8, Tensor
         own = [Tensor.empty((T * K + T * (K // 32) * 4,), I8, "cuda")]
         xq, xd = own[0].data_ptr(), own[0].data_ptr() + T * K
-    wp, xq, xd, yp = _p(w), _p(xq), _p(xd), _p(y)
-    starts = [wp] + ([_p(w2)] if w2 is not None else []) + [_p(m) for m, _ in (cat or ())]
-    if f.type_size % 4 == 0 and any(a % 4 for a in starts):   # the kernel reads their blocks as aligned words
-        raise ShapeError(f"{wk} weights must start 4-byte aligned (blocks of {f.type_size} bytes)")
-    direct = wk in DIRECT_TYPES and not any(a % 16 for a in starts)    # blocks of whole 16-byte vectors
-    smem = 0 if direct else rows * warps * stages * _tile_vec(wk) * 16 * (2 if w2 is not None else 1)
-    if (w2 is None and smem > 48 * 1024) or stages < 2:
-        raise ShapeError(f"gemv_quant with rows={rows}, warps={warps}, stages={stages} needs more than 48 KB "
-                         "of static shared memory (or stages < 2)")
+    xq, xd = _p(xq), _p(xd)
     defines = {"WTYPE": f.ggml_id, "BATCH": T, "ROWS": rows, "WARPS": warps, "NSTAGE": stages, "DIRECT": int(direct)}
     args = (wp, xq, xd, yp, np.int32(N), np.int32(K))
     grid_rows = N
