@@ -4,7 +4,7 @@ Write each function, then check it: python -m tffedu.exercises ch11c
 (the reference answers are in solutions/ch11c.py: look once you have tried)
 """
 import numpy as np
-__all__ = ['q4_k_unit', 'unit_dot', 'fragment_words']
+__all__ = ['q4_k_unit', 'unit_dot', 'fragment_words', 'q6_kp_lane']
 
 
 def q4_k_unit(block, j):
@@ -31,3 +31,14 @@ def fragment_words(t):
     words): the 8 elements of the unit it multiplies (sorted), and the code words of the unit it
     must read for them (word k holds elements 4k..4k+3; sorted, no repeats)."""
     raise NotImplementedError("ch11c: fragment_words is yours to write")
+
+
+def q6_kp_lane(block, c16):
+    """Exercise 11c.4 (medium): lane c16 (0..7) of the eight that share one padded Q6_K super-block
+    (216 bytes: ql 128, qh 64, 16 int8 scales, d float16, 6 bytes of padding) on the direct road ->
+    (elements, values): the 32 element indices (0..255, in the order the lane decodes them) and their
+    weights. The lane reads ql bytes 16 c16 .. 16 c16 + 15: their low nibbles are elements l0 .. l0 + 15
+    of unit ja = 4 h + a, their high nibbles the same elements of unit ja + 2 (h = c16 // 4, a = c16 // 2
+    % 2, l0 = 16 (c16 % 2)). Element l of unit j of half h takes its high 2 bits from qh[32 h + l] at
+    bit 2 (j % 4), its scale from byte 2 j + l // 16 of the scales; w = d * scale * (code - 32)."""
+    raise NotImplementedError("ch11c: q6_kp_lane is yours to write")

@@ -1,7 +1,7 @@
 """Chapter 11c (every block format on the GPU): reference solutions."""
 import numpy as np
 
-__all__ = ["q4_k_unit", "unit_dot", "fragment_words"]
+__all__ = ["q4_k_unit", "unit_dot", "fragment_words", "q6_kp_lane"]
 
 
 def q4_k_unit(block, j):
@@ -43,3 +43,25 @@ def fragment_words(t):
     must read for them (word k holds elements 4k..4k+3; sorted, no repeats)."""
     elements = sorted(16 * s + 8 * h + 2 * t + i for s in (0, 1) for h in (0, 1) for i in (0, 1))
     return elements, sorted({e // 4 for e in elements})
+
+
+def q6_kp_lane(block, c16):
+    """Exercise 11c.4 (medium): lane c16 (0..7) of the eight that share one padded Q6_K super-block
+    (216 bytes: ql 128, qh 64, 16 int8 scales, d float16, 6 bytes of padding) on the direct road ->
+    (elements, values): the 32 element indices (0..255, in the order the lane decodes them) and their
+    weights. The lane reads ql bytes 16 c16 .. 16 c16 + 15: their low nibbles are elements l0 .. l0 + 15
+    of unit ja = 4 h + a, their high nibbles the same elements of unit ja + 2 (h = c16 // 4, a = c16 // 2
+    % 2, l0 = 16 (c16 % 2)). Element l of unit j of half h takes its high 2 bits from qh[32 h + l] at
+    bit 2 (j % 4), its scale from byte 2 j + l // 16 of the scales; w = d * scale * (code - 32)."""
+    b = np.frombuffer(bytes(block), np.uint8).astype(np.int64)
+    h, a, l0 = c16 // 4, (c16 // 2) % 2, 16 * (c16 % 2)
+    d = np.float32(np.frombuffer(bytes(block[208:210]), np.float16)[0])
+    sc = b[192:208].astype(np.int8)
+    elements, values = [], []
+    for j, shift in ((4 * h + a, 0), (4 * h + a + 2, 4)):
+        for i in range(16):
+            low = (b[16 * c16 + i] >> shift) & 15
+            high = (b[128 + 32 * h + l0 + i] >> (2 * (j % 4))) & 3
+            elements.append(32 * j + l0 + i)
+            values.append(d * np.float32(sc[2 * j + (l0 + i) // 16]) * np.float32((low | high << 4) - 32))
+    return elements, np.array(values, np.float32)

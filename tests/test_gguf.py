@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from gguf import GGUFValueType as V
 
-from tffedu.errors import GGUFError
+from tffedu.errors import GGUFError, ShapeError
 from tffedu.gguf import GGUFFile, ValueType
 from tffedu.quant import DEQUANTIZE, dequantize_tensor
 from conftest import DATA
@@ -231,9 +231,16 @@ def test_one_type_table():
     "quant.GGML_TYPES (by id, for the reader and inspect) is chapter 02's DType table itself."
     from tffedu.quant import GGML_BY_NAME, GGML_TYPES
     from tffedu.tensor import DTYPES
+    import tffedu.ops.cuda_quant  # noqa: F401  (adds the GPU's own layouts to DTYPES: never a file's)
     assert GGML_BY_NAME is DTYPES
-    assert {d.ggml_id: d for d in DTYPES.values()} == GGML_TYPES
-    assert all(GGML_TYPES[d.ggml_id] is d for d in DTYPES.values())
+    assert {d.ggml_id: d for d in DTYPES.values() if d.in_files} == GGML_TYPES
+    assert all(GGML_TYPES[d.ggml_id] is d for d in DTYPES.values() if d.in_files)
+    from tffedu.tensor import dtype_from_ggml
+    for d in DTYPES.values():
+        if not d.in_files:                # a file that names a GPU layout's id is refused
+            assert d.ggml_id not in GGML_TYPES
+            with pytest.raises(ShapeError):
+                dtype_from_ggml(d.ggml_id)
 
 
 def test_tensor_is_a_zero_copy_view(tmp_path):

@@ -266,9 +266,6 @@ def run(self: Executor, inputs: Mapping[str, object] | None = None, *, copy: boo
     self.launch()
     return {o.name: self.output(o.name, copy) for o in self.graph.outputs}
 
-
-Executor.__call__ = Executor.run
-
 # %% ../notebooks/06a_runtime.ipynb #cd19b746
 @dataclass
 class OpTime:

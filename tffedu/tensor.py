@@ -25,6 +25,7 @@ class DType:
     block_size: int   # elements per block (1 for plain types)
     type_size: int    # bytes per block
     np_dtype: np.dtype  # what .numpy() shows: the type itself, uint16 bits (BF16), uint8 blocks
+    in_files: bool = True  # False: a layout of the GPU's own (chapter 11c), never in a GGUF file
 
     @property
     def is_quantized(self) -> bool:

@@ -1,5 +1,6 @@
 """Chapter 11c exercises: a Q4_K unit from its bytes (reference: gguf-py's dequantization of the
-block) and the GEMV's arithmetic for one unit (reference: the float64 product of the dequantized
+block), a direct-road lane's share of a padded Q6_K block (the same reference) and the GEMV's
+arithmetic for one unit (reference: the float64 product of the dequantized
 activations and weights)."""
 import gguf
 import numpy as np
@@ -46,6 +47,30 @@ def test_ch11c_3_fragment_words(impl):
     assert sorted(seen) == list(range(32))               # the quad multiplies the whole unit once
 
 
+def test_ch11c_4_q6_kp_lane(impl):
+    seen = []
+    for n in range(20):
+        block = rng.integers(0, 256, 210, dtype=np.uint8)
+        block[208:210] = np.array([rng.uniform(1e-4, 1e-2)], np.float16).view(np.uint8)
+        ref = gguf.quants.dequantize(block, QT.Q6_K).reshape(256)
+        padded = np.concatenate([block, np.zeros(6, np.uint8)])
+        for c16 in range(8):
+            elements, values = impl.q6_kp_lane(padded, c16)
+            assert len(elements) == 32, f"lane {c16} decodes 32 weights, got {len(elements)}"
+            assert np.array_equal(np.asarray(values, np.float32), ref[list(elements)]), \
+                f"lane {c16} of block {n}: weights at elements {list(elements)[:4]}... differ from gguf-py's"
+            if n == 0:
+                seen += list(elements)
+    assert sorted(seen) == list(range(256)), "the eight lanes cover the super-block once"
+
+
+def _q4_k_lanes(block, c16):                  # Q4_K's mapping: units 2c and 2c + 1
+    from solutions.ch11c import q6_kp_lane
+    elements, values = q6_kp_lane(block, c16)
+    c, l0 = c16 // 2, 16 * (c16 % 2)
+    return [32 * j + l0 + i for j in (2 * c, 2 * c + 1) for i in range(16)], values
+
+
 def _swapped_nibbles(block, j):
     from solutions.ch11c import q4_k_unit
     return q4_k_unit(block, j ^ 1)
@@ -63,4 +88,5 @@ def _no_minimum(q, a, b, x):
 
 WRONG = {"test_ch11c_1_q4_k_unit": {"low-high-swapped": {"q4_k_unit": _swapped_nibbles}},
          "test_ch11c_2_unit_dot": {"no-minimum": {"unit_dot": _no_minimum}},
-         "test_ch11c_3_fragment_words": {"every-word": {"fragment_words": _every_word}}}
+         "test_ch11c_3_fragment_words": {"every-word": {"fragment_words": _every_word}},
+         "test_ch11c_4_q6_kp_lane": {"q4_k-lanes": {"q6_kp_lane": _q4_k_lanes}}}

@@ -36,7 +36,7 @@ __all__ = ['REPACKED', 'QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'DIRECT_G
 REPACKED = {"Q4_0": "Q4_0X8", "Q4_1": "Q4_1X8", "Q5_0": "Q5_0X8", "Q5_1": "Q5_1X8", "Q6_K": "Q6_KP"}
 for _src, _name in REPACKED.items():     # kernel id: the GGML id + 100 (quant_blocks.cuh's FORMAT)
     _bytes = 216 if _src == "Q6_K" else 8 * DTYPES[_src].type_size
-    DTYPES[_name] = DType(_name, DTYPES[_src].ggml_id + 100, 256, _bytes, np.dtype(np.uint8))
+    DTYPES[_name] = DType(_name, DTYPES[_src].ggml_id + 100, 256, _bytes, np.dtype(np.uint8), in_files=False)
 QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K") + tuple(REPACKED.values())
 GEMV_MAX_ROWS = 8                       # tokens per GEMV call (BATCH is a compile-time constant)
 # super-blocks of whole 8- or 16-byte vectors: gemv_quant.cu's direct road loads them straight into
@@ -51,6 +51,7 @@ def _tile_vec(wk: str) -> int:
     return -(-(1024 // f.block_size * f.type_size) // 16) + 1
 
 
+# %% ../../notebooks/11c_quant_gemv.ipynb #2ec6d2e1
 def _pairs(wk: str) -> bool:
     return wk in ("Q4_1", "Q5_1")                 # a (d, m) pair per block; else d alone
 
