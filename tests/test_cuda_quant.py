@@ -16,28 +16,26 @@ from tffedu.ops import cuda_gemm as gm
 from tffedu.ops import cuda_q8_gemm as qm
 from tffedu.ops import cuda_matmul as cm
 from tffedu.ops import cuda_quant as cq
-from tffedu.quant import dequantize, quantize
+from tffedu.quant import dequantize
 
 TYPES = list(cq.QUANT_TYPES)
 
 
-FILE_OF = {g: f for f, g in cq.REPACKED.items()}     # a GPU regrouping -> the file type it holds
+FILE_OF = {g: f for f, g in cq.REPACKED.items()}     # a GPU layout -> the file type it holds
 
 
 def weights(wk: str, N: int, K: int, seed: int) -> np.ndarray:
-    "Raw `wk` rows of random weights, with an all-zero row and an outlier row (regrouped for an X8 type)."
+    "Raw `wk` rows of random weights, with an all-zero row and an outlier row (repacked for a GPU layout)."
     rng = np.random.default_rng(seed)
     w = (rng.standard_normal((N, K)) * 0.05).astype(np.float32)
     w[0] = 0.0
     if N > 2:
         w[2, : K // 2] *= 30
-    src = FILE_OF.get(wk, wk)
-    raw = quantize(w, src)
-    return cq.repack_blocks(raw, src) if wk in FILE_OF else raw
+    return cq.quantize_gpu(w, wk)
 
 
 def gguf_dequantize(raw: np.ndarray, wk: str) -> np.ndarray:
-    "gguf-py's dequantization of raw `wk` rows (an X8 regrouping: of the file's blocks it holds)."
+    "gguf-py's dequantization of raw `wk` rows (a GPU layout: of the file's blocks it holds)."
     raw, wk = cq.file_blocks(raw, wk)
     return gguf.quants.dequantize(raw, QT[wk])
 
@@ -116,6 +114,15 @@ def test_w_box_holds_every_tile():
         for BT in (16, 32, 64, 128, 256):
             S = qm.q8_tma_stages(BT, box)
             assert S >= 3 and qm.q8_gemm_smem(dict(V=7, BT=BT, STAGES=S, WB=box)) <= 227 * 1024
+
+
+def test_launcher_refuses_tilings_it_cannot_run():
+    "Checked before any kernel is built (addresses as ints, no GPU): stages per road, shared memory."
+    args = (256, "Q6_K", 512, 1024, 64, 512, 1)                  # Q6_K: the staged road
+    with pytest.raises(ShapeError, match="staged road keeps at least 2 stages"):
+        cq.quant_gemv_launcher(*args, xq=4096, xd=8192, stages=1)
+    with pytest.raises(ShapeError, match="48 KB"):
+        cq.quant_gemv_launcher(*args, xq=4096, xd=8192, rows=8, warps=8, stages=8)
 
 
 def test_tensor_core_path_needs_rows_of_whole_16_bytes():

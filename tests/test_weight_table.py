@@ -23,12 +23,12 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 def test_rows_match_gguf_blocks():
     from tffedu.ops.cuda_quant import REPACKED          # the GPU's layouts of file types
-    grouped = {g: f for f, g in REPACKED.items()}
+    file_of = {g: f for f, g in REPACKED.items()}
     for name, row in cm.GPU_WEIGHTS.items():
         assert row.name == name
-        qk, nbytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[grouped.get(name, name)]]
-        gpu_bytes = 216 if grouped.get(name) == "Q6_K" else 8 * nbytes             # Q6_K padded, or eight blocks
-        assert (row.block, row.block_bytes) == ((256, gpu_bytes) if name in grouped else (qk, nbytes)), name
+        qk, nbytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[file_of.get(name, name)]]
+        gpu_bytes = 216 if file_of.get(name) == "Q6_K" else 8 * nbytes             # Q6_K padded, or eight blocks
+        assert (row.block, row.block_bytes) == ((256, gpu_bytes) if name in file_of else (qk, nbytes)), name
         assert row.prefill is not None
 
 

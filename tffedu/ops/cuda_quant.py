@@ -31,8 +31,8 @@ __all__ = ['REPACKED', 'QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'DIRECT_G
 # %% ../../notebooks/11c_quant_gemv.ipynb #30cb4e5c
 # Formats repacked at upload (rows of whole super-blocks of 256) so that the direct road reads them:
 # the blocks of 32 regrouped by eight into one super-block of whole 16-byte vectors laid out as Q4_K's,
-# and Q6_K's 210-byte blocks padded to 216 (8-byte aligned; 3 % more bytes). Layouts of the GPU only:
-# never in a file, so not in chapter 02's GGUF id table. (GPU name, bytes per super-block).
+# and Q6_K's 210-byte blocks padded to 216 (8-byte aligned; 3 % more bytes). File type -> the GPU's
+# layout: a DType of its own that no file may name (in_files=False: not in chapter 02's GGUF id table).
 REPACKED = {"Q4_0": "Q4_0X8", "Q4_1": "Q4_1X8", "Q5_0": "Q5_0X8", "Q5_1": "Q5_1X8", "Q6_K": "Q6_KP"}
 for _src, _name in REPACKED.items():     # kernel id: the GGML id + 100 (quant_blocks.cuh's FORMAT)
     _bytes = 216 if _src == "Q6_K" else 8 * DTYPES[_src].type_size
@@ -160,9 +160,12 @@ def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=Non
     if res is not None and rows * T > 32:
         raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
     smem = 0 if direct else rows * warps * stages * _tile_vec(wk) * 16 * (2 if w2 is not None else 1)
-    if (w2 is None and smem > 48 * 1024) or stages < (1 if direct else 2):
+    if stages < (1 if direct else 2):
+        raise ShapeError(f"gemv_quant's {'direct' if direct else 'staged'} road keeps at least "
+                         f"{1 if direct else 2} stages in flight, got stages={stages}")
+    if w2 is None and smem > 48 * 1024:
         raise ShapeError(f"gemv_quant with rows={rows}, warps={warps}, stages={stages} needs more than 48 KB "
-                         "of static shared memory (or too few stages: 2 staged, 1 direct)")
+                         "of static shared memory")
     own = []
     if xq is None or xd is None:
         from tffedu.tensor import I8, Tensor
