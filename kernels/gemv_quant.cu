@@ -1,6 +1,6 @@
-// Chapter 11a: one GEMV for the other GGUF block formats, y[T,N] = x[T,K] @ dequant(w)[N,K]^T,
+// Chapter 11c: one GEMV for the other GGUF block formats, y[T,N] = x[T,K] @ dequant(w)[N,K]^T,
 // w as stored in the file: Q4_0, Q4_1, Q5_0, Q5_1 (blocks of 32) and Q4_K, Q5_K, Q6_K (super-blocks
-// of 256). Q8_0 has its own kernel (gemv_q8_0.cu); this one is that kernel's v3 made generic.
+// of 256), or in a layout of the GPU's own made at upload (chapter 11c's REPACKED). Q8_0 has its own kernel (gemv_q8_0.cu); this one is that kernel's v3 made generic.
 //
 // Every format is read in UNITS of 32 weights (quant_blocks.cuh: a block of 32, or a sub-block of a
 // super-block; 32 signed codes q, a scale a and a minimum b, w_i = a * q_i + b). A unit meets one
@@ -17,7 +17,8 @@
 
 #ifndef WTYPE
 #define WTYPE 12         // the format: its GGML type id (2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 12 Q4_K, 13 Q5_K, 14 Q6_K;
-                         // 102, 103, 106, 107: Q4_0 .. Q5_1 regrouped by eight, quant_blocks.cuh)
+                         // 102, 103, 106, 107: Q4_0 .. Q5_1 regrouped by eight; 114: Q6_K padded to
+                         // 216 bytes; quant_blocks.cuh)
 #endif
 #ifndef BATCH
 #define BATCH 1          // tokens per call: 1..8, a compile-time constant (registers!)

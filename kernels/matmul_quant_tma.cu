@@ -1,5 +1,6 @@
-// Chapter 11a: the block formats on the tensor cores.  y[M,N] (fp32) = x[M,K] (fp16) @ w[N,K]^T, w
-// as stored in the file (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: quant_blocks.cuh).
+// Chapter 11c: the block formats on the tensor cores.  y[M,N] (fp32) = x[M,K] (fp16) @ w[N,K]^T, w
+// as stored in the file (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) or in a GPU layout of chapter
+// 11c's REPACKED: quant_blocks.cuh.
 //
 // Chapter 11's version 7 with the format taken out: one producer thread feeds a ring of 64-k stages
 // by TMA (the token tile in the 128-byte swizzle wgmma reads, and a box of 128 raw weight rows),

@@ -1,5 +1,5 @@
-// quant_blocks.cuh (chapter 11a): the GGUF block formats, read 32 weights at a time. What chapter
-// 11a's GEMV (gemv_quant.cu) and its tensor-core GEMM (matmul_quant_tma.cu) share.
+// quant_blocks.cuh (chapter 11c): the GGUF block formats, read 32 weights at a time. What chapter
+// 11c's GEMV (gemv_quant.cu) and its tensor-core GEMM (matmul_quant_tma.cu) share.
 //
 // Every format taken 32 weights at a time is a UNIT: a block of 32, or a sub-block of a super-block
 // of 256. A unit is 32 small signed codes q, a scale a and a minimum b:  w_e = a[e / 16] * q_e + b
