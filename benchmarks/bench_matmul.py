@@ -39,14 +39,11 @@ def variants():
     v += [("sm_90a", "matmul_q8_wgmma.cu", dict(c)) for c in qm.Q8_GEMM_CONFIGS]
     # chapter 11c: the GEMV of every block format at every batch, and version 7 of each (every tile, pair mode)
     from tffedu.ops import cuda_quant as cq
-    from tffedu.tensor import DTYPES
     for wk in cq.QUANT_TYPES:
-        wt = {"WTYPE": DTYPES[wk].ggml_id}
         for T in range(1, 9):
             for ep in (None, "pair", "res"):
                 for direct in (0, 1) if wk in cq.DIRECT_TYPES else (0,):
-                    r, w, st = cq.quant_gemv_config(T, 4096, ep, direct)
-                    v.append(("gemv_quant.cu", {**wt, "BATCH": T, "ROWS": r, "WARPS": w, "NSTAGE": st, "DIRECT": direct}))
+                    v.append(("gemv_quant.cu", cq.gemv_defines(wk, T, *cq.quant_gemv_config(T, 4096, ep, direct), direct)))
         for BT in (16, 32, 64, 128, 256):
             for pair in (0, 1, 2):
                 v.append(("sm_90a", "matmul_quant_tma.cu", dict(BT=BT, STAGES=qm.q8_tma_stages(BT, cq.quant_w_box(wk)),

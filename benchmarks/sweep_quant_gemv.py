@@ -40,11 +40,9 @@ def main():
     configs = [None] + [tuple(int(v) for v in c.split(",")) for c in a.configs.split(";")] if a.configs else CONFIGS
     context()
     from benchmarks.bench_matmul import precompile     # every variant the sweep runs, compiled in parallel
-    from tffedu.ops.cuda_quant import quant_gemv_config
-    from tffedu.tensor import DTYPES
-    precompile(vs=[(None, "gemv_quant.cu", dict(WTYPE=DTYPES[wk].ggml_id, BATCH=T, DIRECT=int(wk in DIRECT_TYPES),
-                                                **dict(zip(("ROWS", "WARPS", "NSTAGE"), cfg or quant_gemv_config(
-                                                    T, K, None, wk in DIRECT_TYPES)))))
+    from tffedu.ops.cuda_quant import gemv_defines, quant_gemv_config
+    precompile(vs=[(None, "gemv_quant.cu", gemv_defines(wk, T, *(cfg or quant_gemv_config(T, K, None, wk in DIRECT_TYPES)),
+                                                        wk in DIRECT_TYPES))
                    for wk in a.types.split(",") for T in map(int, a.batches.split(",")) for K, _ in SHAPES
                    for cfg in configs if wk in DIRECT_TYPES or not cfg or cfg[2] >= 2])
     rng = np.random.default_rng(0)

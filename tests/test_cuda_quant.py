@@ -21,7 +21,7 @@ from tffedu.quant import dequantize
 TYPES = list(cq.QUANT_TYPES)
 
 
-FILE_OF = {g: f for f, g in cq.REPACKED.items()}     # a GPU layout -> the file type it holds
+FILE_OF = cq.FILE_TYPES                                # a GPU layout -> the file type it holds
 
 
 def weights(wk: str, N: int, K: int, seed: int) -> np.ndarray:

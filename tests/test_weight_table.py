@@ -22,8 +22,7 @@ ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
 
 def test_rows_match_gguf_blocks():
-    from tffedu.ops.cuda_quant import REPACKED          # the GPU's layouts of file types
-    file_of = {g: f for f, g in REPACKED.items()}
+    from tffedu.ops.cuda_quant import FILE_TYPES as file_of    # a GPU layout -> the file type it holds
     for name, row in cm.GPU_WEIGHTS.items():
         assert row.name == name
         qk, nbytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[file_of.get(name, name)]]

@@ -732,6 +732,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                        'tffedu.ops.cuda_quant._tile_vec': ('quant_gemv.html#_tile_vec', 'tffedu/ops/cuda_quant.py'),
                                        'tffedu.ops.cuda_quant.dequant_f16': ('quant_gemv.html#dequant_f16', 'tffedu/ops/cuda_quant.py'),
                                        'tffedu.ops.cuda_quant.file_blocks': ('quant_gemv.html#file_blocks', 'tffedu/ops/cuda_quant.py'),
+                                       'tffedu.ops.cuda_quant.gemv_defines': ('quant_gemv.html#gemv_defines', 'tffedu/ops/cuda_quant.py'),
                                        'tffedu.ops.cuda_quant.quant_gemm': ('quant_gemv.html#quant_gemm', 'tffedu/ops/cuda_quant.py'),
                                        'tffedu.ops.cuda_quant.quant_gemm_available': ( 'quant_gemv.html#quant_gemm_available',
                                                                                        'tffedu/ops/cuda_quant.py'),

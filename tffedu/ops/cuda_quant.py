@@ -24,9 +24,10 @@ from .cuda_q8_gemm import TMA_GEMMS, TmaGemm, q8_gemm, q8_gemm_available, q8_gem
 from .cuda_gemm import _cat_parts, _p, gemm16, gemv_config, q8_0_slab_rows, quantize_act_ref
 
 # %% auto #0
-__all__ = ['REPACKED', 'QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'DIRECT_GEMV', 'DIRECT_GEMV_BIG', 'repack_blocks',
-           'unpack_blocks', 'quantize_gpu', 'file_blocks', 'quant_gemv_ref', 'quant_gemv_config', 'quant_gemv_launcher',
-           'quant_gemv', 'dequant_f16', 'slab_gemm', 'quant_w_box', 'quant_gemm_available', 'quant_gemm']
+__all__ = ['REPACKED', 'FILE_TYPES', 'QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'DIRECT_GEMV', 'DIRECT_GEMV_BIG',
+           'repack_blocks', 'unpack_blocks', 'quantize_gpu', 'file_blocks', 'quant_gemv_ref', 'quant_gemv_config',
+           'gemv_defines', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm', 'quant_w_box',
+           'quant_gemm_available', 'quant_gemm']
 
 # %% ../../notebooks/11c_quant_gemv.ipynb #30cb4e5c
 # Formats repacked at upload (rows of whole super-blocks of 256) so that the direct road reads them:
@@ -37,6 +38,7 @@ REPACKED = {"Q4_0": "Q4_0X8", "Q4_1": "Q4_1X8", "Q5_0": "Q5_0X8", "Q5_1": "Q5_1X
 for _src, _name in REPACKED.items():     # kernel id: the GGML id + 100 (quant_blocks.cuh's FORMAT)
     _bytes = 216 if _src == "Q6_K" else 8 * DTYPES[_src].type_size
     DTYPES[_name] = DType(_name, DTYPES[_src].ggml_id + 100, 256, _bytes, np.dtype(np.uint8), in_files=False)
+FILE_TYPES = {g: f for f, g in REPACKED.items()}     # the GPU's layout -> the file type it holds
 QUANT_TYPES = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K") + tuple(REPACKED.values())
 GEMV_MAX_ROWS = 8                       # tokens per GEMV call (BATCH is a compile-time constant)
 # super-blocks of whole 8- or 16-byte vectors: gemv_quant.cu's direct road loads them straight into
@@ -64,7 +66,8 @@ def repack_blocks(raw: np.ndarray, wk: str) -> np.ndarray:
     B, N = DTYPES[wk].type_size, len(raw)
     if wk == "Q6_K":
         b = np.asarray(raw, np.uint8).reshape(N, -1, B)
-        return np.concatenate([b, np.zeros((*b.shape[:2], 216 - B), np.uint8)], axis=-1).reshape(N, -1)
+        pad = DTYPES[REPACKED[wk]].type_size - B
+        return np.concatenate([b, np.zeros((*b.shape[:2], pad), np.uint8)], axis=-1).reshape(N, -1)
     b = np.asarray(raw, np.uint8).reshape(N, -1, 8, B)                 # [N, groups, 8 blocks, B]
     s = 4 if _pairs(wk) else 2                                        # scale bytes per block
     parts = [b[..., :s].reshape(N, -1, 8 * s)]
@@ -82,7 +85,8 @@ def unpack_blocks(raw: np.ndarray, wk: str) -> np.ndarray:
     "The inverse of `repack_blocks`: the GPU's layout of `wk` (a REPACKED key) -> the file's blocks."
     B, N, s = DTYPES[wk].type_size, len(raw), 4 if _pairs(wk) else 2
     if wk == "Q6_K":
-        return np.ascontiguousarray(np.asarray(raw, np.uint8).reshape(N, -1, 216)[..., :B]).reshape(N, -1)
+        padded = np.asarray(raw, np.uint8).reshape(N, -1, DTYPES[REPACKED[wk]].type_size)
+        return np.ascontiguousarray(padded[..., :B]).reshape(N, -1)
     g = np.asarray(raw, np.uint8).reshape(N, -1, 8 * B)
     head, rest = g[..., :8 * s].reshape(N, -1, 8, s), g[..., 8 * s:]
     codes = rest[..., -128:].reshape(N, -1, 4, 32)
@@ -98,13 +102,13 @@ def unpack_blocks(raw: np.ndarray, wk: str) -> np.ndarray:
 
 def quantize_gpu(w: np.ndarray, wk: str) -> np.ndarray:
     "Weights f32 [N, K] as raw `wk` rows on the GPU: a repacked type is the file's type (chapter 03a), repacked."
-    src = {g: f for f, g in REPACKED.items()}.get(wk)
+    src = FILE_TYPES.get(wk)
     return repack_blocks(quantize(w, src), src) if src else quantize(w, wk)
 
 
 def file_blocks(raw: np.ndarray, wk: str) -> tuple[np.ndarray, str]:
     "(raw, wk) as a file holds them: a GPU layout unpacked, any other type as it is."
-    src = {g: f for f, g in REPACKED.items()}.get(wk)
+    src = FILE_TYPES.get(wk)
     return (unpack_blocks(raw, src), src) if src else (raw, wk)
 
 
@@ -130,6 +134,12 @@ def quant_gemv_config(T: int, K: int, epilogue: str | None = None, direct: bool 
         return gemv_config(T, K, epilogue)
     r, w, s = DIRECT_GEMV.get(int(T), DIRECT_GEMV_BIG)
     return (max(1, r // 2), w, s) if epilogue == "pair" else (r, w, s)
+
+
+def gemv_defines(wk: str, T: int, rows: int, warps: int, stages: int, direct: bool) -> dict:
+    "The -D defines of gemv_quant.cu for one tiling: the launcher's, and a precompiler's (the cache key)."
+    return {"WTYPE": DTYPES[wk].ggml_id, "BATCH": int(T), "ROWS": rows, "WARPS": warps, "NSTAGE": stages,
+            "DIRECT": int(direct)}
 
 
 # %% ../../notebooks/11c_quant_gemv.ipynb #f70b32c2
@@ -172,7 +182,7 @@ def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=Non
         own = [Tensor.empty((T * K + T * (K // 32) * 4,), I8, "cuda")]
         xq, xd = own[0].data_ptr(), own[0].data_ptr() + T * K
     xq, xd = _p(xq), _p(xd)
-    defines = {"WTYPE": f.ggml_id, "BATCH": T, "ROWS": rows, "WARPS": warps, "NSTAGE": stages, "DIRECT": int(direct)}
+    defines = gemv_defines(wk, T, rows, warps, stages, direct)
     args = (wp, xq, xd, yp, np.int32(N), np.int32(K))
     grid_rows = N
     if cat is not None:
