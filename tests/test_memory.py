@@ -44,6 +44,19 @@ def test_cpu_allocator_is_64_byte_aligned(n):
     assert n == 0 or view.ctypes.data == a.address(raw)
 
 
+@pytest.mark.parametrize("n,got", [(0, 16), (1, 16), (16, 16), (17, 32), (68_408, 68_416)])
+def test_cuda_allocations_are_whole_16_byte_vectors(monkeypatch, n, got):
+    """A GEMV copies a weight row's bytes as aligned 16-byte vectors: the last one reaches past a
+    tensor of 68,408 bytes (Q8_0 rows of 34-byte blocks), and compute-sanitizer flags every byte
+    read past the allocation. So CUDA allocations are rounded up to 16 bytes."""
+    asked = []
+    fake = type("Drv", (), {"mem_alloc": staticmethod(lambda k: asked.append(k) or k), "Error": Exception})
+    monkeypatch.setattr(memory, "cuda_context", lambda: None)
+    monkeypatch.setattr(memory, "cuda_driver", lambda: fake)
+    memory.CUDAAllocator().allocate(n)
+    assert asked == [got]
+
+
 def test_registry():
     assert isinstance(get_allocator("cpu"), CPUAllocator)
     assert get_allocator("cpu") is get_allocator("CPU")  # one per device while in use

@@ -84,7 +84,10 @@ class CUDAAllocator(Allocator):
         cuda_context()
         drv = cuda_driver()
         try:
-            return drv.mem_alloc(max(nbytes, 1))  # cuMemAlloc(0) is an error
+            # whole 16-byte vectors (and >= 1 byte: cuMemAlloc(0) is an error): a kernel that copies
+            # a row's bytes as aligned 16-byte vectors reads up to the end of the last one, which
+            # must be ours too (the memory checker, compute-sanitizer, holds it to the allocation)
+            return drv.mem_alloc(align_up(max(nbytes, 1), 16))
         except drv.Error as e:
             free, total = drv.mem_get_info()
             raise AllocationError(f"cuMemAlloc of {nbytes} bytes failed ({e}); the GPU has "

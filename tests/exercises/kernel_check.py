@@ -10,8 +10,11 @@ def launch_file(path: str, name: str, sig: str, grid: tuple, block: tuple, *args
     "Compile `path` (cached while the file is unchanged), launch kernel `name` once and wait."
     from tffedu.ops.cuda import context, kernel, launch, ptr
     context()
-    args = [ptr(a) if hasattr(a, "gpudata") else a for a in args]      # arrays go as device addresses
-    launch(kernel(str(path), name, sig), grid, block, None, *args)
+    # arrays go as device addresses; `args` keeps the arrays alive until the kernel is done (a
+    # temporary such as `to_gpu(x)` in the call would otherwise be freed before the launch, and the
+    # kernel would read memory that is no longer ours)
+    addrs = [ptr(a) if hasattr(a, "gpudata") else a for a in args]
+    launch(kernel(str(path), name, sig), grid, block, None, *addrs)
     import pycuda.driver as drv
     drv.Context.synchronize()
 
