@@ -123,6 +123,16 @@ def test_a_draft_model_is_exact(files):
     assert acc < drafted
 
 
+def test_a_draft_model_trained_for_less_context_keeps_its_own(files, tmp_path):
+    "A target of 512 tokens drafted by a model trained for 256: the draft loads with its 256, and stays exact."
+    from tffedu.speculative import make_drafter
+    long = write_gguf(tiny_qwen3(hidden=64, heads=4, kv_heads=2, seed=5, std=0.08, ctx=512), tmp_path / "l.gguf", "F32")
+    m = tffedu.engine.load(long, n_ctx=512)
+    d = make_drafter(f"draft:{files['other']}", m, page_size=8, num_pages=64)
+    assert (d.model.n_ctx, m.n_ctx) == (256, 512)
+    check_exact(m, f"draft:{files['other']}")
+
+
 def test_speculating_and_plain_requests_share_steps(files):
     "One engine, requests with and without drafts in the same steps, each as if it ran alone."
     m = tffedu.engine.load(files["qwen3"], n_ctx=256)

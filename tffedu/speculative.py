@@ -15,8 +15,6 @@ which keeps the model's distribution).
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from .engine import Model, kv_dtype_of, kv_memory_tokens
@@ -287,9 +285,9 @@ def make_drafter(spec: str, model, page_size: int, num_pages: int) -> Drafter:
         return PromptLookup(min_ngram=3 if model.device == "cpu" else 2)
     if spec.startswith("draft:") and len(spec) > 6:
         from tffedu.model import load
-        from tffedu.modelfile import open_model
-        trained = open_model(spec[6:]).config.context_length
-        draft = load(spec[6:], model.device, n_ctx=min(model.n_ctx, trained),   # its K/V in the target's type
-                     cls=functools.partial(Model, kv_dtype=kv_dtype_of(model)))
-        return DraftModel(draft, model, page_size, num_pages)
+
+        def draft_model(source, device, n_ctx, warm, tokenizer):   # the target's context, as far as the
+            return Model(source, device, min(n_ctx, source.config.context_length), warm, tokenizer,
+                         kv_dtype=kv_dtype_of(model))                # draft was trained; K/V in its type
+        return DraftModel(load(spec[6:], model.device, n_ctx=model.n_ctx, cls=draft_model), model, page_size, num_pages)
     raise SpeculativeError(f"speculative must be None, 'ngram', 'draft:PATH' or a Drafter, got {spec!r}")

@@ -29,8 +29,8 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'q8_0_gemv_ref', 'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem',
            'hgemm_launcher', 'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16',
            'quantize_act', 'gemv_config', 'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0',
-           'q8_0_slab_rows', 'q8_0_slab_gemm', 'tflops', 'torch_time_ms', 'bench_gemm', 'gguf_quantize_rows',
-           'bench_gemv']
+           'q8_0_slab_rows', 'q8_0_slab_gemm', 'tflops', 'torch_time_ms', 'cublas_gemm_rows', 'bench_gemm',
+           'gguf_quantize_rows', 'cublas_gemv_row', 'bench_gemv']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -266,7 +266,22 @@ def _cat_parts(cat, w) -> tuple:
         raise ShapeError(f"cat takes one or two (matrix, rows >= 1) pairs after w, got {[n for _, n in parts]} rows")
     return tuple(parts + [(_p(w), 0)] * (2 - len(parts)))
 
+# %% ../../notebooks/11_matmul.ipynb #47b3bfa2
+def _gemv_v1_v2_launcher(version, wp, xp, yp, N: int, K: int, T: int, x_dtype: str, warps: int, stream):
+    "The launch of v1 (a thread per output) or v2 (a warp per row): f32 activations, no quantization."
+    if x_dtype != "F32":
+        raise ShapeError(f"gemv {version} takes F32 activations")
+    if version == "naive":
+        f = kernel("gemv_q8_0.cu", "gemv_q8_0_naive", "PPPiii")
+        g, b, args = (math.ceil(N / 128), 1, 1), (128, 1, 1), (wp, xp, yp, np.int32(N), np.int32(K), np.int32(T))
+        return f.launcher(g, b, stream, *args)
+    if T > 8:
+        raise ShapeError("gemv v2 takes T <= 8")
+    f = kernel("gemv_q8_0.cu", "gemv_q8_0_warp", "PPPii", {"BATCH": T, "WARPS": warps})
+    g, b, args = (math.ceil(N / warps), 1, 1), (32 * warps, 1, 1), (wp, xp, yp, np.int32(N), np.int32(K))
+    return f.launcher(g, b, stream, *args)
 
+# %% ../../notebooks/11_matmul.ipynb #b9d761b9
 def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a", stream=None,
                        rows: int | None = None, warps: int | None = None, stages: int | None = None,
                        x_dtype: str = "F32", xq=None, xd=None, quantize: bool = True,
@@ -292,18 +307,8 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
     if T < 1:
         raise ShapeError(f"batch T must be >= 1, got {T}")
     wp, xp, yp = _p(w), _p(x), _p(y)
-    if version == "naive":
-        if x_dtype != "F32":
-            raise ShapeError("gemv v1 takes F32 activations")
-        f = kernel("gemv_q8_0.cu", "gemv_q8_0_naive", "PPPiii")
-        g, b, args = (math.ceil(N / 128), 1, 1), (128, 1, 1), (wp, xp, yp, np.int32(N), np.int32(K), np.int32(T))
-        return f.launcher(g, b, stream, *args)
-    if version == "warp":
-        if x_dtype != "F32" or T > 8:
-            raise ShapeError("gemv v2 takes F32 activations and T <= 8")
-        f = kernel("gemv_q8_0.cu", "gemv_q8_0_warp", "PPPii", {"BATCH": T, "WARPS": warps})
-        g, b, args = (math.ceil(N / warps), 1, 1), (32 * warps, 1, 1), (wp, xp, yp, np.int32(N), np.int32(K))
-        return f.launcher(g, b, stream, *args)
+    if version in ("naive", "warp"):
+        return _gemv_v1_v2_launcher(version, wp, xp, yp, N, K, T, x_dtype, warps, stream)
     if version not in ("dp4a", "persist"):
         raise ShapeError(f"unknown gemv version {version!r} (one of {', '.join(GEMV_VERSIONS)})")
     if T > 8:
@@ -418,6 +423,33 @@ def torch_time_ms(fn, warmup: int = 3, reps: int = 20) -> float:
     torch.cuda.synchronize()
     return float(np.median([a.elapsed_time(b) for a, b in evs]))
 
+# %% ../../notebooks/11_matmul.ipynb #4c766a72
+def cublas_gemm_rows(x32: np.ndarray, w32: np.ndarray, reps: int = 10, inner: int = 10) -> list[tuple]:
+    """cuBLAS (through torch) on x32 @ w32.T in fp32 (no TF32), fp16 and bf16, timed as `bench_gemm`
+    times ours: (name, kind, ms, bytes moved, rel err of a 256 x 256 corner) per type."""
+    import torch
+    (M, K), N = x32.shape, w32.shape[0]
+    tx, tw = torch.from_numpy(x32).cuda(), torch.from_numpy(w32).cuda()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    out = []
+    for name, dt, kind_, esz in (("cuBLAS fp32 (torch)", torch.float32, "fp32", 4),
+                                 ("cuBLAS fp16 (torch)", torch.float16, "f16", 2),
+                                 ("cuBLAS bf16 (torch)", torch.bfloat16, "bf16", 2)):
+        a, b = tx.to(dt), tw.to(dt)
+        n = 3 if dt == torch.float32 else inner
+
+        def fn(a=a, b=b, n=n):
+            for _ in range(n):
+                torch.matmul(a, b.T)
+        ms = torch_time_ms(fn, reps=reps) / n
+        c = torch.matmul(a[:256], b[:256].T).float().cpu().numpy()
+        err = relerr(c, matmul_ref(a[:256].float().cpu().numpy(), b[:256].float().cpu().numpy()))
+        out.append((name, kind_, ms, esz * (M * K + N * K + M * N), err))
+        del a, b
+    del tx, tw
+    torch.cuda.empty_cache()
+    return out
+
 # %% ../../notebooks/11_matmul.ipynb #24e3b3f0
 def bench_gemm(M: int = 4096, N: int = 4096, K: int = 4096, configs=None, wg_configs=None,
                with_naive: bool = True, reps: int = 10, inner: int = 10, seed: int = 0) -> list[dict]:
@@ -426,7 +458,6 @@ def bench_gemm(M: int = 4096, N: int = 4096, K: int = 4096, configs=None, wg_con
     Each timed sample runs `inner` launches back to back between two events (divided out), so the
     host's launch latency does not leave the GPU idle inside the measurement; cuBLAS is timed the same way."""
     import pycuda.gpuarray as ga
-    import torch
     context()
     rng = np.random.default_rng(seed)
     rows = []
@@ -482,23 +513,8 @@ def bench_gemm(M: int = 4096, N: int = 4096, K: int = 4096, configs=None, wg_con
                 add(f"v5 wgmma {dt.lower()} 128x{cfg['BN']}x64 s{cfg['STAGES']}", dt.lower(),
                     timed(go, inner, reps), nbytes, err)
         del xh_d, wh_d
-    tx, tw = torch.from_numpy(x32).cuda(), torch.from_numpy(w32).cuda()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    for name, dt, kind_, esz in (("cuBLAS fp32 (torch)", torch.float32, "fp32", 4),
-                                 ("cuBLAS fp16 (torch)", torch.float16, "f16", 2),
-                                 ("cuBLAS bf16 (torch)", torch.bfloat16, "bf16", 2)):
-        a, b = tx.to(dt), tw.to(dt)
-        n = 3 if dt == torch.float32 else inner
-
-        def fn(a=a, b=b, n=n):
-            for _ in range(n):
-                torch.matmul(a, b.T)
-        ms = torch_time_ms(fn, reps=reps) / n
-        c = torch.matmul(a[:256], b[:256].T).float().cpu().numpy()
-        err = relerr(c, matmul_ref(a[:256].float().cpu().numpy(), b[:256].float().cpu().numpy()))
-        add(name, kind_, ms, esz * (M * K + N * K + M * N), err)
-    del tx, tw, a, b
-    torch.cuda.empty_cache()
+    for name, kind_, ms, nbytes, err in cublas_gemm_rows(x32, w32, reps, inner):
+        add(name, kind_, ms, nbytes, err)
     return rows
 
 # %% ../../notebooks/11_matmul.ipynb #31275f31
@@ -515,6 +531,25 @@ def gguf_quantize_rows(w: np.ndarray) -> np.ndarray:
     from gguf.quants import quantize
     return quantize(np.ascontiguousarray(w, np.float32), gguf.GGMLQuantizationType.Q8_0)
 
+# %% ../../notebooks/11_matmul.ipynb #8ca78652
+def cublas_gemv_row(K: int, N: int, T: int, reps: int = 20, min_launches: int = 20) -> dict:
+    "torch's fp16 GEMV (cuBLAS) at `bench_gemv`'s shape, its weights rotated past the L2 the same way: one row."
+    import torch
+    nt = max(1, math.ceil(4 * device_info()["l2_bytes"] / (2 * N * K)))
+    wt = [torch.randn(N, K, device="cuda", dtype=torch.float16) for _ in range(nt)]
+    xt = torch.randn(T, K, device="cuda", dtype=torch.float16)
+    nl = max(min_launches, nt)
+
+    def tfn():
+        for i in range(nl):
+            torch.matmul(xt, wt[i % nt].T)
+    ms = torch_time_ms(tfn, reps=reps) / nl
+    del wt, xt
+    torch.cuda.empty_cache()
+    return dict(name="cuBLAS fp16 (torch)", K=K, N=N, T=T, ms=ms, gbs=2 * N * K / (ms * 1e-3) / 1e9,
+                ms_graph=float("nan"), gbs_graph=float("nan"), tflops=2 * T * N * K / (ms * 1e-3) / 1e12,
+                intensity=T * 1.0, err=0.0, sweep=False, cfg=None, quant=False)
+
 # %% ../../notebooks/11_matmul.ipynb #e0698101
 def bench_gemv(shapes=QWEN3_8B_SHAPES, batches=(1, 2, 4, 8), versions=GEMV_VERSIONS, reps: int = 20,
                sweep: bool = False, min_launches: int = 20, seed: int = 0, graph: bool = True,
@@ -529,7 +564,6 @@ def bench_gemv(shapes=QWEN3_8B_SHAPES, batches=(1, 2, 4, 8), versions=GEMV_VERSI
     launches) on weights of the same shape for comparison. Rows of dicts."""
     import pycuda.driver as drv
     import pycuda.gpuarray as ga
-    import torch
     context()
     gstream = drv.Stream()
     rng = np.random.default_rng(seed)
@@ -591,21 +625,6 @@ def bench_gemv(shapes=QWEN3_8B_SHAPES, batches=(1, 2, 4, 8), versions=GEMV_VERSI
                                 tflops=2 * T * N * K / (ms * 1e-3) / 1e12, sweep=sw, cfg=cfg,
                                 quant=quant and v in ("dp4a", "persist"),   # activation quantization timed too
                                 intensity=2 * T * N * K / wbytes, err=err))
-            # cuBLAS fp16 GEMV on fp16 weights of the same shape, rotated the same way
-            nt = max(1, math.ceil(4 * l2 / (2 * N * K)))
-            wt = [torch.randn(N, K, device="cuda", dtype=torch.float16) for _ in range(nt)]
-            xt = torch.randn(T, K, device="cuda", dtype=torch.float16)
-            nl = max(min_launches, nt)
-
-            def tfn():
-                for i in range(nl):
-                    torch.matmul(xt, wt[i % nt].T)
-            ms = torch_time_ms(tfn, reps=reps) / nl
-            out.append(dict(name="cuBLAS fp16 (torch)", K=K, N=N, T=T, ms=ms, gbs=2 * N * K / (ms * 1e-3) / 1e9,
-                            ms_graph=float("nan"), gbs_graph=float("nan"),
-                            tflops=2 * T * N * K / (ms * 1e-3) / 1e12, intensity=T * 1.0, err=0.0, sweep=False,
-                            cfg=None, quant=False))
-            del wt, xt
-            torch.cuda.empty_cache()
+            out.append(cublas_gemv_row(K, N, T, reps, min_launches))
         del copies
     return out
