@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Where one decode step goes, on the GPU (issue 12's per-kernel table):
 
-    python benchmarks/profile_decode.py MODEL.gguf [--depth 0] [--batch 1] [--json out.json]
+    python benchmarks/profile_decode.py MODEL.gguf [--depth 0] [--batch 1] [--leave-out] [--json out.json]
 
 1. tokens/s of the engine's decode loop (tg64) against the GPU time of the replayed step: the
    difference is the host's share of a token (Python, the feed copy, the read-back of the id);
 2. every op of the step timed alone (runner.op_timeline), with the bytes it must move (its
    weights, its activations in and out, the K/V it reads) and that as a share of the card's
-   copy bandwidth; a table by op kind and one of the first layer's ops.
+   copy bandwidth; a table by op kind and one of the first layer's ops;
+3. --leave-out: what each kind of kernel costs inside the step, overlap and gaps included: the
+   replayed graph timed with that kind's kernel nodes disabled (cuGraphNodeSetEnabled: a disabled
+   node runs as an empty one, its edges stay) against the whole step. The outputs are garbage
+   then; only the times count. "every GEMV" against "every non-GEMV" splits the step in two.
 """
 import argparse
+import ctypes
 import json
 import pathlib
 import sys
@@ -21,6 +26,61 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def graph_kernels(g) -> list:
+    "(node, kernel name) of every node of CudaGraph g; non-kernel nodes as (node, None)."
+    lib, vp = ctypes.CDLL("libcuda.so.1"), ctypes.c_void_p
+    n = ctypes.c_size_t(0)
+    assert lib.cuGraphGetNodes(g.graph, None, ctypes.byref(n)) == 0
+    nodes = (vp * n.value)()
+    assert lib.cuGraphGetNodes(g.graph, nodes, ctypes.byref(n)) == 0
+    out = []
+    for nd in nodes:
+        t = ctypes.c_int(-1)
+        lib.cuGraphNodeGetType(vp(nd), ctypes.byref(t))
+        name = None
+        if t.value == 0:                                   # CU_GRAPH_NODE_TYPE_KERNEL
+            params = (ctypes.c_uint64 * 32)()              # CUDA_KERNEL_NODE_PARAMS_v2: the function first
+            nm = ctypes.c_char_p()
+            if lib.cuGraphKernelNodeGetParams_v2(vp(nd), params) == 0 and \
+                    lib.cuFuncGetName(ctypes.byref(nm), vp(params[0])) == 0:
+                name = nm.value.decode()
+        out.append((nd, name))
+    return out
+
+
+def leave_out(g, stream) -> list[dict]:
+    "The step's time without each kind of kernel (module docstring, 3.): rows of group, nodes, ms, cost_ms."
+    from tffedu.ops.cuda import time_all
+    lib, vp = ctypes.CDLL("libcuda.so.1"), ctypes.c_void_p
+    nodes = graph_kernels(g)
+
+    def step_ms():
+        return float(np.median(time_all(g.replay, warmup=5, reps=40, stream=stream)))
+
+    gemv = lambda nm: nm.startswith("gemv")
+    groups = {"quantize_q8_act": lambda nm: nm.startswith("quantize_q8_act"),
+              "rmsnorm_quantize_q8": lambda nm: nm.startswith("rmsnorm_quantize_q8"),
+              "qk_norm_rope_store": lambda nm: nm.startswith("qk_norm_rope"),
+              "paged_attn": lambda nm: nm.startswith("paged_attn"),
+              "GEMV + SwiGLU": lambda nm: gemv(nm) and nm.endswith("_glu"),
+              "GEMV + residual": lambda nm: gemv(nm) and nm.endswith("_add"),
+              "GEMV of q, k, v": lambda nm: gemv(nm) and nm.endswith("_cat"),
+              "GEMV plain (the head)": lambda nm: gemv(nm) and not nm.endswith(("_glu", "_add", "_cat")),
+              "every GEMV": gemv, "every non-GEMV": lambda nm: not gemv(nm), "everything": lambda nm: True}
+    base, rows = step_ms(), []
+    for group, pred in groups.items():
+        off = [nd for nd, nm in nodes if nm is not None and pred(nm)]
+        for nd in off:
+            assert lib.cuGraphNodeSetEnabled(g.exec_, vp(nd), 0) == 0
+        try:
+            ms = step_ms()
+        finally:
+            for nd in off:
+                lib.cuGraphNodeSetEnabled(g.exec_, vp(nd), 1)
+        rows.append(dict(group=group, nodes=len(off), ms=ms, cost_ms=base - ms, base_ms=base))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", type=pathlib.Path)
@@ -28,6 +88,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1, help="sequences decoding together")
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--cprofile", action="store_true", help="also where the host's share goes (cProfile, 64 steps)")
+    ap.add_argument("--leave-out", action="store_true", help="also each kind of kernel's cost inside the step")
     a = ap.parse_args()
 
     import tffedu
@@ -69,7 +130,7 @@ def main():
     print(f"bytes per step {total_b / 1e9:.3f} GB; copy bandwidth {bw / 1e12:.2f} TB/s -> bound "
           f"{total_b / bw * 1e3:.3f} ms ({total_b / bw * 1e3 / step_ms * 100:.0f}% of the replayed step)")
     by = op_totals(rows, "bytes")
-    print(f"| op | launches | µs | % of step | GB | % of copy bw |")
+    print("| op | launches | µs | % of step | GB | % of copy bw |")
     print("|---|---|---|---|---|---|")
     for op, (n, us, b) in sorted(by.items(), key=lambda kv: -kv[1][1]):
         print(f"| {op} | {n} | {us:.0f} | {100 * us / total_us:.1f} | {b / 1e9:.4f} | "
@@ -79,6 +140,12 @@ def main():
         if r["name"].startswith("blk.0.") or not r["name"].startswith("blk."):
             print(f"  {r['name']:<24} {r['op']:<24} {r['us']:7.1f} µs {r['bytes'] / 1e6:9.2f} MB "
                   f"{r['bw_pct']:5.0f}%")
+    lo = leave_out(g, ex.stream) if a.leave_out else []
+    if lo:
+        print(f"inside the replayed step ({lo[0]['base_ms']:.4f} ms), each kind of kernel left out:")
+        for r in lo:
+            print(f"  without {r['group']:<22} ({r['nodes']:3d} nodes): {r['ms']:.4f} ms, so it costs "
+                  f"{r['cost_ms']:+.4f} ms ({100 * r['cost_ms'] / r['base_ms']:5.1f} %)")
     if a.cprofile:                                              # the host's share of a token
         import cProfile
         import pstats
@@ -94,7 +161,7 @@ def main():
         pstats.Stats(prof).sort_stats("tottime").print_stats(18)
     if a.json:
         a.json.write_text(json.dumps(dict(model=a.model.name, depth=a.depth, batch=B, tg=tg, step_ms=step_ms,
-                                          copy_bw=bw, ops=rows), indent=1))
+                                          copy_bw=bw, ops=rows, leave_out=lo), indent=1))
 
 
 if __name__ == "__main__":

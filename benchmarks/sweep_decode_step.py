@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tilings chosen where they run: the whole replayed decode step of one sequence, GPU time only.
 
-    python benchmarks/sweep_decode_step.py MODEL.gguf [--gemv] [--attn] [--json out.json]
+    python benchmarks/sweep_decode_step.py MODEL.gguf [--gemv] [--direct] [--attn] [--json out.json]
 
 A GEMV tiling that wins alone (chapter 11's sweep) need not win in a step, where the kernel before
 it is still draining and programmatic dependent launch overlaps the two. So each candidate is put
@@ -9,6 +9,8 @@ into the real step and the step's CUDA graph is replayed and timed (median of 40
 --gemv: batch-1 (rows, warps, stages) of GEMV v3 for each matrix role of a block (q/k/v in one
 launch, the o-projection and the down projection with their residual add, gate/up with SwiGLU,
 the output head), one role at a time against the defaults, then the best of each together;
+--direct: chapter 11c's direct road (the 4-, 5- and 6-bit formats) at one token: each DIRECT_GEMV
+entry for every matrix at once (a model of those formats: `make_gguf.py --type q4_0`, or a K-quant file);
 --attn: the decode attention's keys per split (VARLEN_SPLIT), UNROLL and NWARPS at depth 2048 and 0.
 """
 import argparse
@@ -27,6 +29,8 @@ GEMV_CANDIDATES = {"gate/up": [(2, 4, 2), (2, 2, 2), (1, 8, 2), (2, 4, 3), (4, 2
                    "qkv": [(2, 4, 2), (4, 4, 2), (2, 2, 3), (4, 2, 2), (1, 4, 4), (2, 4, 3), (1, 8, 2)],
                    "o": [(2, 4, 2), (4, 2, 2), (2, 2, 3), (1, 4, 4), (4, 4, 2), (2, 4, 3), (1, 8, 2)],
                    "head": [(1, 4, 4), (2, 4, 2), (1, 8, 2)]}
+# (rows, warps, steps in flight) of the direct road at one token
+DIRECT_CANDIDATES = [(1, 4, 1), (1, 4, 2), (1, 4, 3), (2, 4, 1), (2, 4, 2), (1, 8, 2), (1, 2, 2), (2, 2, 1)]
 # (keys per split, UNROLL, NWARPS) of the decode attention
 ATTN_CANDIDATES = [(s, u, w) for s in (128, 256, 512) for u, w in ((4, 8), (8, 8), (4, 4), (8, 4), (2, 8), (16, 4))]
 
@@ -35,6 +39,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model", type=pathlib.Path)
     ap.add_argument("--gemv", action="store_true")
+    ap.add_argument("--direct", action="store_true")
     ap.add_argument("--attn", action="store_true")
     ap.add_argument("--json", type=pathlib.Path)
     a = ap.parse_args()
@@ -43,6 +48,7 @@ def main():
     from tffedu.engine import Engine
     from tffedu.ops import cuda_attention as ca
     from tffedu.ops import cuda_gemm as gm
+    from tffedu.ops import cuda_quant as cq
     from tffedu.ops.cuda import time_all
 
     model = tffedu.load(a.model, device="cuda", n_ctx=4096)
@@ -70,7 +76,7 @@ def main():
         ex, g = eng.runner.last_captured("decode")
         return float(np.median(time_all(g.replay, warmup=5, reps=40, stream=ex.stream)))
 
-    out = dict(model=a.model.name, gemv=[], attn=[])
+    out = dict(model=a.model.name, gemv=[], direct=[], attn=[])
     if a.gemv:
         qkv = c.n_head * c.head_dim
         roles = {"gate/up": ("pair", c.ffn_size, c.hidden_size), "down": ("res", c.hidden_size, c.ffn_size),
@@ -98,6 +104,15 @@ def main():
         print(f"best of each together {best}: {together:.4f} ms, defaults {base:.4f} "
               f"({100 * (together / base - 1):+.2f}%)", flush=True)
         override.clear()
+    if a.direct:
+        direct0 = dict(cq.DIRECT_GEMV)
+        for cfg in DIRECT_CANDIDATES:
+            cq.DIRECT_GEMV[1] = cfg
+            t = step_ms(0)
+            out["direct"].append(dict(cfg=cfg, ms=t))
+            print(f"direct road r{cfg[0]}w{cfg[1]}s{cfg[2]}: {t:.4f} ms", flush=True)
+        cq.DIRECT_GEMV.clear()
+        cq.DIRECT_GEMV.update(direct0)
     if a.attn:
         split0, dec0 = ca.VARLEN_SPLIT, dict(ca.DECODE)
         for depth in (2048, 0):

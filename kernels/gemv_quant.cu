@@ -149,10 +149,11 @@ __device__ __forceinline__ void gemv_body(uint4* smem, const uint8_t* __restrict
 // registers: no shared-memory stages, no funnel shifts. Eight lanes share a super-block: lane c16 of
 // them loads code bytes 16 c16 .. 16 c16 + 15, which hold 16 weights of two sub-blocks (j0 = 2c in
 // the low nibbles, j0 + 1 in the high, c = c16 / 2), and the block's 16-byte head (d, dmin and the
-// twelve 6-bit scale bytes, the same 16 bytes for the eight lanes: one transaction). A warp takes
-// four super-blocks a STEP, and keeps NSTAGE steps of vectors in flight: a ring of registers, slot s
-// refilled with the step NSTAGE ahead as soon as it is decoded. (ncu on the H200: the staged road
-// executes ~200 instructions per 32 Q4_K weights, Q8_0's v3 ~140.)
+// twelve 6-bit scale bytes, the same 16 bytes for the eight lanes: one transaction; of a regrouped
+// Q4_0 or Q5_0 block only the word with the lane's two scales). A warp takes four super-blocks a
+// STEP, and keeps NSTAGE steps of vectors in flight: a ring of registers, slot s refilled with the
+// step NSTAGE ahead as soon as it is decoded. (ncu on the H200: the staged road executes ~200
+// instructions per 32 Q4_K weights, Q8_0's v3 ~140.)
 struct KHalf {                // a lane's 32 weights: 16 of sub-block j0 and 16 of j0 + 1
     int lo[4], hi[4];         // codes 0..15 (0..31 with a fifth bit), four per word
     float a0, b0, a1, b1;     // w = a q + b for either sub-block
@@ -176,7 +177,10 @@ __device__ __forceinline__ KVec<ID> kload(const uint8_t* blk, int c16) {
     using K = KFmt<ID>;
     const uint4* v = reinterpret_cast<const uint4*>(blk);
     KVec<ID> k;
-    k.head = __ldg(v + (K::PAIRS ? c16 >> 2 : 0));       // pairs: blocks 4h .. 4h + 3 in vector h
+    if (K::KQ || K::PAIRS)                                // pairs: blocks 4h .. 4h + 3 in vector h
+        k.head = __ldg(v + (K::PAIRS ? c16 >> 2 : 0));
+    else                                                  // d of the lane's two blocks: one word of the head
+        k.head.x = __ldg(reinterpret_cast<const uint32_t*>(blk) + (c16 >> 1));
     k.codes = __ldg(v + K::HEADV + K::HIGHV + c16);
     if (K::HIGHV) k.high = __ldg(v + K::HEADV + (c16 & 1));
     return k;
@@ -210,9 +214,8 @@ __device__ __forceinline__ KHalf kdecode(const KVec<ID>& k, const KLane& L) {
     } else if (K::PAIRS) {                                // (d_j0, m_j0), (d_j0+1, m_j0+1): words 2(c & 1), + 1
         const float2 p0 = half2_of(L.c & 1 ? k.head.z : k.head.x), p1 = half2_of(L.c & 1 ? k.head.w : k.head.y);
         h.a0 = p0.x; h.b0 = p0.y; h.a1 = p1.x; h.b1 = p1.y;
-    } else {                                              // d_j0, d_j0+1: word c of the head
-        const uint32_t w = L.c == 0 ? k.head.x : L.c == 1 ? k.head.y : L.c == 2 ? k.head.z : k.head.w;
-        const float2 d = half2_of(w);
+    } else {                                              // d_j0, d_j0+1: word c of the head, as loaded
+        const float2 d = half2_of(k.head.x);
         h.a0 = d.x; h.a1 = d.y; h.b0 = -(float)K::OFF * d.x; h.b1 = -(float)K::OFF * d.y;
     }
     const uint32_t q[4] = {k.codes.x, k.codes.y, k.codes.z, k.codes.w};
@@ -274,6 +277,40 @@ __device__ __forceinline__ KHalf kdecode<114>(const KVec<114>& k, const KLane& L
     return h;
 }
 
+// One step of the direct road for every row: the lane's two units (decoded: h) against the
+// activation blocks u, v of super-block b, into acc.
+template <int RR>
+__device__ __forceinline__ void direct_dot(const KHalf (&h)[RR], float (&acc)[RR][BATCH], const int8_t* __restrict__ xq,
+                                           const float* __restrict__ xd, int K, int b, const KLane& L, int l0)
+{
+    const int nu = K / 32;
+#pragma unroll
+    for (int t = 0; t < BATCH; ++t) {
+        const int u = b * 8 + L.ja, v = b * 8 + L.jb;   // the activation blocks of the lane's two units
+        const int4 xa = __ldg(reinterpret_cast<const int4*>(xq + (size_t)t * K + (size_t)u * 32 + l0));
+        const int4 xb = __ldg(reinterpret_cast<const int4*>(xq + (size_t)t * K + (size_t)v * 32 + l0));
+        const int x0[4] = {xa.x, xa.y, xa.z, xa.w}, x1[4] = {xb.x, xb.y, xb.z, xb.w};
+        int sx0 = 0, sx1 = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            sx0 = __dp4a(x0[i], 0x01010101, sx0);
+            sx1 = __dp4a(x1[i], 0x01010101, sx1);
+        }
+        const float dx0 = __ldg(xd + (size_t)t * nu + u), dx1 = __ldg(xd + (size_t)t * nu + v);
+#pragma unroll
+        for (int r = 0; r < RR; ++r) {
+            int d0 = 0, d1 = 0;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                d0 = __dp4a(h[r].lo[i], x0[i], d0);
+                d1 = __dp4a(h[r].hi[i], x1[i], d1);
+            }
+            acc[r][t] += dx0 * (h[r].a0 * (float)d0 + h[r].b0 * (float)sx0)
+                       + dx1 * (h[r].a1 * (float)d1 + h[r].b1 * (float)sx1);
+        }
+    }
+}
+
 template <int EPI>
 __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
                                             const float* __restrict__ res, const int8_t* __restrict__ xq,
@@ -285,7 +322,7 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     const int n0 = (blockIdx.x * WARPS + wid) * ROWS;
     if (n0 >= N) return;
-    const int nb = K / 256, nu = K / 32, steps = (nb + 3) / 4;
+    const int nb = K / 256, steps = (nb + 3) / 4;
     const size_t row_bytes = (size_t)nb * F::BYTES;
     const int c16 = lane & 7, l0 = 16 * (c16 & 1), sb = lane >> 3;   // sb: super-block in a step
     const KLane L = klane<WTYPE>(c16);
@@ -325,31 +362,7 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
                 if (ok[r] && b + 4 * NSTAGE < nb)         // the slot takes the step NSTAGE ahead
                     ring[s][r] = kload<WTYPE>(row[r] + (size_t)(b + 4 * NSTAGE) * F::BYTES, c16);
             }
-#pragma unroll
-            for (int t = 0; t < BATCH; ++t) {
-                const int u = b * 8 + L.ja, v = b * 8 + L.jb;   // the activation blocks of the lane's two units
-                const int4 xa = __ldg(reinterpret_cast<const int4*>(xq + (size_t)t * K + (size_t)u * 32 + l0));
-                const int4 xb = __ldg(reinterpret_cast<const int4*>(xq + (size_t)t * K + (size_t)v * 32 + l0));
-                const int x0[4] = {xa.x, xa.y, xa.z, xa.w}, x1[4] = {xb.x, xb.y, xb.z, xb.w};
-                int sx0 = 0, sx1 = 0;
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    sx0 = __dp4a(x0[i], 0x01010101, sx0);
-                    sx1 = __dp4a(x1[i], 0x01010101, sx1);
-                }
-                const float dx0 = __ldg(xd + (size_t)t * nu + u), dx1 = __ldg(xd + (size_t)t * nu + v);
-#pragma unroll
-                for (int r = 0; r < RR; ++r) {
-                    int d0 = 0, d1 = 0;
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        d0 = __dp4a(h[r].lo[i], x0[i], d0);
-                        d1 = __dp4a(h[r].hi[i], x1[i], d1);
-                    }
-                    acc[r][t] += dx0 * (h[r].a0 * (float)d0 + h[r].b0 * (float)sx0)
-                               + dx1 * (h[r].a1 * (float)d1 + h[r].b1 * (float)sx1);
-                }
-            }
+            direct_dot<RR>(h, acc, xq, xd, K, b, L, l0);
         }
     }
     gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);

@@ -123,8 +123,9 @@ def quant_gemv_ref(x: np.ndarray, raw: np.ndarray, wk: str, K: int) -> np.ndarra
 # %% ../../notebooks/11c_quant_gemv.ipynb #e4504a3f
 # (rows per warp, warps per block, steps in flight) of the direct road by batch. Its own table: it keeps
 # weights in registers, not shared memory, so registers grow with rows x steps (x 2 for the SwiGLU
-# pair) and chapter 11's tilings would spill. Chosen with benchmarks/sweep_quant_gemv.py.
-DIRECT_GEMV = {1: (1, 4, 1)}
+# pair) and chapter 11's tilings would spill. Chosen in the replayed decode step at one token
+# (benchmarks/sweep_decode_step.py --direct), with benchmarks/sweep_quant_gemv.py at more.
+DIRECT_GEMV = {1: (1, 4, 2)}
 DIRECT_GEMV_BIG = (2, 4, 2)                       # T >= 2: rows share each activation load
 
 
