@@ -9,8 +9,10 @@ into the real step and the step's CUDA graph is replayed and timed (median of 40
 --gemv: batch-1 (rows, warps, stages) of GEMV v3 for each matrix role of a block (q/k/v in one
 launch, the o-projection and the down projection with their residual add, gate/up with SwiGLU,
 the output head), one role at a time against the defaults, then the best of each together;
---direct: chapter 11c's direct road (the 4-, 5- and 6-bit formats) at one token: each DIRECT_GEMV
-entry for every matrix at once (a model of those formats: `make_gguf.py --type q4_0`, or a K-quant file);
+--direct: the same for chapter 11c's direct road (the 4-, 5- and 6-bit formats) at one token, the
+roles told apart by epilogue and K, so a block's matmuls that are not fused (q, k, v of two types in a
+_K_M file) share the head's key (a model of those formats: `make_gguf.py --type q4_0`, or a K-quant
+file; DIRECT_GEMV[1] is what a role not overridden takes);
 --attn: the decode attention's keys per split (VARLEN_SPLIT), UNROLL and NWARPS at depth 2048 and 0.
 """
 import argparse
@@ -29,7 +31,7 @@ GEMV_CANDIDATES = {"gate/up": [(2, 4, 2), (2, 2, 2), (1, 8, 2), (2, 4, 3), (4, 2
                    "qkv": [(2, 4, 2), (4, 4, 2), (2, 2, 3), (4, 2, 2), (1, 4, 4), (2, 4, 3), (1, 8, 2)],
                    "o": [(2, 4, 2), (4, 2, 2), (2, 2, 3), (1, 4, 4), (4, 4, 2), (2, 4, 3), (1, 8, 2)],
                    "head": [(1, 4, 4), (2, 4, 2), (1, 8, 2)]}
-# (rows, warps, steps in flight) of the direct road at one token
+# (rows, warps, steps in flight) of the direct road at one token, for each role
 DIRECT_CANDIDATES = [(1, 4, 1), (1, 4, 2), (1, 4, 3), (2, 4, 1), (2, 4, 2), (1, 8, 2), (1, 2, 2), (2, 2, 1)]
 # (keys per split, UNROLL, NWARPS) of the decode attention
 ATTN_CANDIDATES = [(s, u, w) for s in (128, 256, 512) for u, w in ((4, 8), (8, 8), (4, 4), (8, 4), (2, 8), (16, 4))]
@@ -76,43 +78,50 @@ def main():
         ex, g = eng.runner.last_captured("decode")
         return float(np.median(time_all(g.replay, warmup=5, reps=40, stream=ex.stream)))
 
+    def by_role(kind: str, best_key: str, roles: dict, candidates: dict, over: dict) -> None:
+        "Each role's candidates in the step against the defaults (out[kind]), then the best of each together (out[best_key])."
+        best = {}
+        for name, role in roles.items():
+            over.clear()
+            base = step_ms(0)
+            for cfg in candidates[name]:
+                over[role] = cfg
+                t = step_ms(0)
+                out[kind].append(dict(role=name, cfg=cfg, ms=t, base_ms=base))
+                print(f"{name:8s} r{cfg[0]}w{cfg[1]}s{cfg[2]}: {t:.4f} ms, defaults {base:.4f} ({100 * (t / base - 1):+.2f}%)",
+                      flush=True)
+            top = min((r for r in out[kind] if r["role"] == name), key=lambda r: r["ms"])
+            if top["ms"] < 0.997 * base:
+                best[name] = top["cfg"]
+        over.clear()
+        base = step_ms(0)
+        over.update({roles[n]: cfg for n, cfg in best.items()})
+        together = step_ms(0)
+        out[best_key] = dict(cfg=best, ms=together, base_ms=base)
+        print(f"best of each together {best}: {together:.4f} ms, defaults {base:.4f} "
+              f"({100 * (together / base - 1):+.2f}%)", flush=True)
+        over.clear()
+
     out = dict(model=a.model.name, gemv=[], direct=[], attn=[])
+    qkv = c.n_head * c.head_dim
     if a.gemv:
-        qkv = c.n_head * c.head_dim
         roles = {"gate/up": ("pair", c.ffn_size, c.hidden_size), "down": ("res", c.hidden_size, c.ffn_size),
                  "qkv": ("cat", qkv, c.hidden_size), "o": ("res", c.hidden_size, qkv),
                  "head": (None, c.vocab_size, c.hidden_size)}
-        best = {}
-        for name, role in roles.items():
-            override.clear()
-            base = step_ms(0)
-            for cfg in GEMV_CANDIDATES[name]:
-                override[role] = cfg
-                t = step_ms(0)
-                out["gemv"].append(dict(role=name, cfg=cfg, ms=t, base_ms=base))
-                print(f"{name:8s} r{cfg[0]}w{cfg[1]}s{cfg[2]}: {t:.4f} ms, defaults {base:.4f} ({100 * (t / base - 1):+.2f}%)",
-                      flush=True)
-            rs = [r for r in out["gemv"] if r["role"] == name]
-            top = min(rs, key=lambda r: r["ms"])
-            if top["ms"] < 0.997 * base:
-                best[name] = top["cfg"]
-        override.clear()
-        base = step_ms(0)
-        override.update({roles[n]: cfg for n, cfg in best.items()})
-        together = step_ms(0)
-        out["best"] = dict(cfg=best, ms=together, base_ms=base)
-        print(f"best of each together {best}: {together:.4f} ms, defaults {base:.4f} "
-              f"({100 * (together / base - 1):+.2f}%)", flush=True)
-        override.clear()
-    if a.direct:
-        direct0 = dict(cq.DIRECT_GEMV)
-        for cfg in DIRECT_CANDIDATES:
-            cq.DIRECT_GEMV[1] = cfg
-            t = step_ms(0)
-            out["direct"].append(dict(cfg=cfg, ms=t))
-            print(f"direct road r{cfg[0]}w{cfg[1]}s{cfg[2]}: {t:.4f} ms", flush=True)
-        cq.DIRECT_GEMV.clear()
-        cq.DIRECT_GEMV.update(direct0)
+        by_role("gemv", "best", roles, GEMV_CANDIDATES, override)
+    if a.direct:                                    # the direct road's tiling by (epilogue, K) at one token
+        direct_over = {}
+        plain_config = cq.quant_gemv_config
+
+        def direct_config(T, K, epilogue=None, direct=False):
+            if direct and int(T) == 1 and (epilogue, int(K)) in direct_over:
+                return direct_over[epilogue, int(K)]
+            return plain_config(T, K, epilogue, direct)
+        cq.quant_gemv_config = direct_config
+        roles = {"gate/up": ("pair", c.hidden_size), "down": ("res", c.ffn_size), "qkv": ("cat", c.hidden_size),
+                 "o": ("res", qkv), "head": (None, c.hidden_size)}
+        by_role("direct", "direct_best", roles, {n: DIRECT_CANDIDATES for n in roles}, direct_over)
+        cq.quant_gemv_config = plain_config
     if a.attn:
         split0, dec0 = ca.VARLEN_SPLIT, dict(ca.DECODE)
         for depth in (2048, 0):
