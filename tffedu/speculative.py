@@ -289,5 +289,6 @@ def make_drafter(spec: str, model, page_size: int, num_pages: int) -> Drafter:
         def draft_model(source, device, n_ctx, warm, tokenizer):   # the target's context, as far as the
             return Model(source, device, min(n_ctx, source.config.context_length), warm, tokenizer,
                          kv_dtype=kv_dtype_of(model))                # draft was trained; K/V in its type
-        return DraftModel(load(spec[6:], model.device, n_ctx=model.n_ctx, cls=draft_model), model, page_size, num_pages)
+        draft = load(spec[6:], model.device, n_ctx=model.n_ctx, cls=draft_model)
+        return DraftModel(draft, model, page_size, num_pages)
     raise SpeculativeError(f"speculative must be None, 'ngram', 'draft:PATH' or a Drafter, got {spec!r}")
