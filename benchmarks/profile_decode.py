@@ -28,11 +28,10 @@ sys.path.insert(0, str(ROOT))
 
 def graph_kernels(g) -> list:
     "(node, kernel name) of every node of CudaGraph g; non-kernel nodes as (node, None)."
-    lib, vp = ctypes.CDLL("libcuda.so.1"), ctypes.c_void_p
-    n = ctypes.c_size_t(0)
-    assert lib.cuGraphGetNodes(g.graph, None, ctypes.byref(n)) == 0
-    nodes = (vp * n.value)()
-    assert lib.cuGraphGetNodes(g.graph, nodes, ctypes.byref(n)) == 0
+    from tffedu.ops.cuda import _ok, libcuda
+    lib, vp = libcuda(), ctypes.c_void_p
+    nodes = (vp * g.n_nodes)()
+    _ok(lib.cuGraphGetNodes(g.graph, nodes, ctypes.byref(ctypes.c_size_t(len(nodes)))), "cuGraphGetNodes")
     out = []
     for nd in nodes:
         t = ctypes.c_int(-1)
@@ -50,8 +49,8 @@ def graph_kernels(g) -> list:
 
 def leave_out(g, stream) -> list[dict]:
     "The step's time without each kind of kernel (module docstring, 3.): rows of group, nodes, ms, cost_ms."
-    from tffedu.ops.cuda import time_all
-    lib, vp = ctypes.CDLL("libcuda.so.1"), ctypes.c_void_p
+    from tffedu.ops.cuda import _ok, libcuda, time_all
+    lib, vp = libcuda(), ctypes.c_void_p
     nodes = graph_kernels(g)
 
     def step_ms():
@@ -71,7 +70,7 @@ def leave_out(g, stream) -> list[dict]:
     for group, pred in groups.items():
         off = [nd for nd, nm in nodes if nm is not None and pred(nm)]
         for nd in off:
-            assert lib.cuGraphNodeSetEnabled(g.exec_, vp(nd), 0) == 0
+            _ok(lib.cuGraphNodeSetEnabled(g.exec_, vp(nd), 0), "cuGraphNodeSetEnabled")
         try:
             ms = step_ms()
         finally:
