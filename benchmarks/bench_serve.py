@@ -33,21 +33,26 @@ def make_prompts(n: int, n_words: int, seed: int = 0) -> list[str]:
 
 
 async def one_request(client, url: str, prompt, max_tokens: int, extra: dict) -> dict:
-    """Stream one completion; the times its chunks arrived (seconds after sending) and its usage."""
+    """Stream one completion; the times its chunks arrived (seconds after sending) and its usage,
+    or {"error": ...} (a refusal, a broken connection: the load goes on)."""
+    import httpx
     body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}, **extra}
     t0, times, usage = time.perf_counter(), [], None
-    async with client.stream("POST", url + "/v1/completions", json=body) as r:
-        if r.status_code != 200:
-            return {"error": f"{r.status_code}: {(await r.aread())[:200]!r}"}
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            if any(c.get("text") for c in chunk.get("choices", [])):
-                times.append(time.perf_counter() - t0)
+    try:
+        async with client.stream("POST", url + "/v1/completions", json=body) as r:
+            if r.status_code != 200:
+                return {"error": f"{r.status_code}: {(await r.aread())[:200]!r}"}
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                if any(c.get("text") for c in chunk.get("choices", [])):
+                    times.append(time.perf_counter() - t0)
+    except httpx.HTTPError as e:                   # counted as a failed request
+        return {"error": f"{type(e).__name__}: {e}"}
     if not times:
         return {"error": "no text came back"}
     n = usage["completion_tokens"] if usage else len(times)
@@ -65,7 +70,9 @@ async def run_clients(url, prompts, concurrency: int, n_requests: int, max_token
             out.append(await one_request(client, url, prompts[i % len(prompts)], max_tokens, extra))
         return out
 
-    limits = httpx.Limits(max_connections=concurrency + 4)
+    # a connection per request: a server closes kept-alive connections on its own (llama-server's
+    # cpp-httplib after 5 s idle or 100 requests), and a request sent on one as it closes fails
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=0)
     async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         t0 = time.perf_counter()
         done = await asyncio.gather(*(client_loop(client) for _ in range(concurrency)))
@@ -76,7 +83,8 @@ async def run_rate(url, prompts, rate: float, n_requests: int, max_tokens: int, 
     "Requests arriving as a Poisson process of `rate` per second; (results, seconds)."
     import httpx
     gaps = np.random.default_rng(seed).exponential(1 / rate, n_requests)
-    async with httpx.AsyncClient(timeout=600, limits=httpx.Limits(max_connections=None)) as client:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)   # as in run_clients
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
         t0, tasks = time.perf_counter(), []
         for i, gap in enumerate(gaps):
             await asyncio.sleep(gap)

@@ -160,6 +160,33 @@ def test_real_weights_top1_agrees_with_hf_teacher_forced(smollm2_cut):
     assert agree / total >= 0.98
 
 
+def smollm2_full() -> pathlib.Path:
+    "The whole default model when it is in the cache (`tffedu generate hi` fetches it), else a skip."
+    from tffedu.assets import DEFAULT_MODEL, cache_dir
+    full = cache_dir() / DEFAULT_MODEL
+    if not full.is_file():
+        pytest.skip(f"no SmolLM2: {full} is not there (`tffedu generate hi` fetches it)")
+    return full
+
+
+@pytest.mark.parametrize("which", ["cut", "whole"])
+def test_real_weights_greedy_follows_the_cpu(smollm2_cut, which):
+    """Greedy answers through the prefill and decode steps (the test above checks teacher-forced
+    logits only): every token the GPU picks is the CPU's top-1 along the GPU's own sequence, up to
+    near-ties (chapter 13: the whole model's answer to the first question parts from the CPU's at a
+    first-token near-tie, 0.32 % of the largest logit, under F16 activations)."""
+    import tffedu
+    path = smollm2_cut if which == "cut" else smollm2_full()
+    cpu, gpu = tffedu.load(path, n_ctx=512), load_cuda(path, n_ctx=512)
+    for question in ("What is the capital of France?", "Name three colours of the rainbow."):
+        ids = cpu.tokenizer.encode(cpu.tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}], add_generation_prompt=True), special=True)
+        ours = gpu.generate(ids, max_new_tokens=16, ignore_eos=True).tokens
+        ref = cpu.logits(ids + ours)[len(ids) - 1:-1]
+        gap = ref.max(-1) - ref[np.arange(len(ours)), ours]
+        assert np.all(gap <= 0.01 * np.abs(ref).max(-1)), (which, question, cpu.tokenizer.decode(ours), gap)
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     "A tiny Qwen3 (F32 weights: every GPU matmul is then the same kernel at any batch size)."
