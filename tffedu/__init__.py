@@ -29,6 +29,7 @@ Modules:
 - `tffedu.ops.cuda_matmul`: CUDA backend, part 2b (chapter 11b): the `matmul` op and its fused neighbours.
 - `tffedu.ops.cuda_q8_gemm`: CUDA backend, part 2a (chapter 11a): Q8_0 weights straight into the tensor cores.
 - `tffedu.ops.cuda_quant`: CUDA backend, part 2c (chapter 11c): the GGUF block formats besides Q8_0 read as stored.
+- `tffedu.parallel`: Tensor parallelism (chapter 17): one model split over the ranks of a group, Megatron's way.
 - `tffedu.planner`: The memory planner (chapter 06): an offset in one arena for every intermediate tensor.
 - `tffedu.quant`: Quantized block formats of ggml, dequantized and quantized in vectorized numpy (chapter 03).
 - `tffedu.runner`: The runner (chapter 13): one step of a model's paged graph on a device — the GPU runtime.

@@ -5,9 +5,10 @@
 Qwen3/Llama layer, shared by the stand-alone layer graphs of chapters 05-06 and the model
 creators of chapter 08.
 
-`attention_block` and `ffn_block` add a layer's nodes to a `Graph`; two hooks let a caller choose
-where the weights come from (`weight`) and how attention reads its keys and values (`attend`:
-causal over the step by default, a paged KV cache in chapter 09)."""
+`attention_block` and `ffn_block` add a layer's nodes to a `Graph`; hooks let a caller choose
+where the weights come from (`weight`), how attention reads its keys and values (`attend`:
+causal over the step by default, a paged KV cache in chapter 09) and, for tensor parallelism,
+how a block's partial output is summed over the ranks (`reduce`, chapter 17)."""
 from __future__ import annotations
 
 from .graph import Graph, Node
@@ -20,12 +21,13 @@ __all__ = ['attention_block', 'ffn_block', 'qwen3_layer', 'qwen3_layer_graph']
 def attention_block(g: Graph, x: Node, pos: Node, il: int, *, n_head: int, n_head_kv: int,
                     head_dim: int, eps: float = 1e-6, rope: dict | None = None,
                     qk_norm: bool = True, bias: tuple = (), weight=None, attend=None,
-                    post_norm: bool = False) -> Node:
+                    post_norm: bool = False, reduce=None) -> Node:
     """x + o_proj(attention(rope(q_norm(q)), rope(k_norm(k)), v)) for block `il`, x [T, D].
     `rope`: the rope op's attributes (default theta 1e6, NEOX); `bias`: the projections ("attn_q",
     "attn_k", "attn_v", "attn_output") that add a bias [rows]; `weight(name, shape)` makes weight
     nodes (default `g.weight`); `attend(q, k, v)` -> [T, n_head, head_dim] (default: causal);
-    post_norm: an RMSNorm (post_attention_norm) on o_proj's output before the residual add (Gemma 3)."""
+    post_norm: an RMSNorm (post_attention_norm) on o_proj's output before the residual add (Gemma 3);
+    `reduce(o)`: o_proj's output summed over the ranks of a tensor-parallel group (chapter 17)."""
     T, D = x.shape
     p = f"blk.{il}."
     make = weight or g.weight
@@ -57,15 +59,18 @@ def attention_block(g: Graph, x: Node, pos: Node, il: int, *, n_head: int, n_hea
         a = attend(q, k, v)
     a = g.op("reshape", a, shape=(T, q_rows), name=p + "attn_flat")
     o = proj(a, "attn_output", D, q_rows, "attn_out")
+    if reduce is not None:
+        o = reduce(o)
     if post_norm:
         o = g.op("rmsnorm", o, W("post_attention_norm", (D,)), eps=eps, name=p + "attn_post_norm")
     return g.op("add", x, o, name=p + "attn_res")
 
 
 def ffn_block(g: Graph, x: Node, il: int, *, n_ff: int, eps: float = 1e-6, fused: bool = True,
-              weight=None, act: str = "swiglu", post_norm: bool = False) -> Node:
+              weight=None, act: str = "swiglu", post_norm: bool = False, reduce=None) -> Node:
     """x + down(silu(gate(rms(x))) * up(rms(x))) for block `il`; fused=False: the two-op textbook form.
-    act="geglu": GELU for SiLU; post_norm: an RMSNorm (post_ffw_norm) on down's output (Gemma 3)."""
+    act="geglu": GELU for SiLU; post_norm: an RMSNorm (post_ffw_norm) on down's output (Gemma 3);
+    `reduce(down)`: summed over a tensor-parallel group's ranks (chapter 17)."""
     T, D = x.shape
     p = f"blk.{il}."
     make = weight or g.weight
@@ -78,6 +83,8 @@ def ffn_block(g: Graph, x: Node, il: int, *, n_ff: int, eps: float = 1e-6, fused
     else:  # the textbook form: two ops and one more [T, n_ff] tensor
         h = g.op("mul", g.op("silu", gate, name=p + "silu"), up, name=p + "swiglu")
     down = g.op("matmul", h, W("ffn_down", (D, n_ff)), name=p + "down")       # [T, D]
+    if reduce is not None:
+        down = reduce(down)
     if post_norm:
         down = g.op("rmsnorm", down, W("post_ffw_norm", (D,)), eps=eps, name=p + "ffn_post_norm")
     return g.op("add", x, down, name=p + "ffn_res")

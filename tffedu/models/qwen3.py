@@ -33,6 +33,10 @@ class Qwen3Creator:
         self.n_ctx = n_ctx      # rows of each layer's KV cache
         self.dtypes = weight_dtypes or {}   # GGUF name -> DType, shown in the graph (default F32)
         self.freq_scale = rope_scale(config.rope_scaling)   # 1 / factor for linear scaling (03b)
+        # tensor parallelism (chapter 17): a rank sums its blocks' partial outputs over the group
+        # (`all_reduce(g, node)` -> the sum's node) and computes its slice of the vocabulary (`head`)
+        self.all_reduce = None
+        self.head = ("token_embd.weight" if config.tied_embeddings else "output.weight", config.vocab_size)
 
     # -- leaves ---------------------------------------------------------------------------------
     def weight(self, g: Graph, name: str, shape) -> Node:
@@ -91,7 +95,8 @@ def attention_block(self: Qwen3Creator, g: Graph, x: Node, pos: Node, il: int, a
                                   head_dim=c.head_dim, eps=c.rms_eps, rope=rope, qk_norm=c.qk_norm,
                                   bias=c.attn_bias, post_norm=ARCHS[c.arch].post_norms,
                                   weight=lambda name, shape: self.weight(g, name, shape),
-                                  attend=lambda q, k, v: hook(g, q, k, v, pos, il))   # [T, Hq, hd]
+                                  attend=lambda q, k, v: hook(g, q, k, v, pos, il),   # [T, Hq, hd]
+                                  reduce=None if self.all_reduce is None else (lambda o: self.all_reduce(g, o)))
 
 # %% ../../notebooks/08_qwen3.ipynb #c13e2f7c
 @patch
@@ -99,7 +104,8 @@ def ffn_block(self: Qwen3Creator, g: Graph, x: Node, il: int) -> Node:
     c = self.cfg
     return blocks.ffn_block(g, x, il, n_ff=c.ffn_size, eps=c.rms_eps, act=self.ffn_act,
                             post_norm=ARCHS[c.arch].post_norms,
-                            weight=lambda name, shape: self.weight(g, name, shape))
+                            weight=lambda name, shape: self.weight(g, name, shape),
+                            reduce=None if self.all_reduce is None else (lambda y: self.all_reduce(g, y)))
 
 # %% ../../notebooks/08_qwen3.ipynb #1c331319
 @patch
@@ -123,8 +129,7 @@ def build_graph(self: Qwen3Creator, T: int, last_only: bool = False, *, n_out: i
         x = g.op("get_rows", x, g.input("last", (n_out,), I32), name="last_row")
     x = g.op("rmsnorm", x, self.weight(g, "output_norm.weight", (c.hidden_size,)),
              eps=c.rms_eps, name="output_norm")
-    out_w = "token_embd.weight" if c.tied_embeddings else "output.weight"
-    logits = g.op("matmul", x, self.weight(g, out_w, (c.vocab_size, c.hidden_size)),
-                  name="logits")                                               # [T, V]
+    out_w, rows = self.head                                                    # tied: the embedding
+    logits = g.op("matmul", x, self.weight(g, out_w, (rows, c.hidden_size)), name="logits")   # [T, V]
     g.output(logits)
     return g
