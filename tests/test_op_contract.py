@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tffedu.factory import OPS
+from tffedu.parallel import SimGroup       # registers all_reduce on the CPU (chapter 17)
 from tffedu.tensor import DTYPES, Tensor
 
 RNG = np.random.default_rng(0)
@@ -395,6 +396,17 @@ def _():
         e = np.exp(a[0].astype(np.float64) - a[0].max(-1, keepdims=True))
         return e / e.sum(-1, keepdims=True)
     return (lambda: ([x], {})), ref
+
+
+# chapter 17's all-reduce: on the CPU one group of simulated ranks; a single rank's sum is its own x
+# (the sums over 2 and 4 ranks are tests/test_parallel.py's, through whole models)
+ONE_RANK = SimGroup(1)                     # kept alive: the op finds its group by name
+
+
+@case("all_reduce", "a group of one rank", tol_cpu=0)
+def _():
+    x = f32(3, 64)
+    return (lambda: ([x], dict(group=ONE_RANK.name, rank=0))), (lambda a, kw: a[0].astype(np.float64))
 
 
 @case("argmax", "[4, 50000]", tol_cpu=0, tol_gpu=0)
