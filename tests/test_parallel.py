@@ -81,10 +81,32 @@ def test_a_failing_rank_stops_the_others(files):
     for bad in ([1, 2, 10 ** 6], [], [1.5], "12"):   # checked before any rank starts
         with pytest.raises(TffeduError):
             tp.logits(bad)
-    with pytest.raises(ModelError, match="tokens"):
+    with pytest.raises(ModelError, match="context"):
         tp.logits(list(range(300)))                  # past n_ctx
     w = tp.weights[1].pop("blk.1.ffn_down.weight")   # rank 1 fails in block 1; rank 0 waits for it there
     with pytest.raises(TffeduError, match="ffn_down"):
         tp.logits([1, 2, 3])
     tp.weights[1]["blk.1.ffn_down.weight"] = w
     assert tp.logits([1, 2, 3]).shape[0] == 3        # and the model works again
+    ids = [[1, 2, 3], [4, 5, 6, 7]]                  # two threads share the model: one pass at a time
+    want = [tp.logits(x) for x in ids]
+    got = [None, None]
+    threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, tp.logits(ids[i]))) for i in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("name", ["qwen3 4/2 F32", "llama 8/2 tied Q8_0", "gemma3 4/2 post norms"])
+def test_split_greedy_tokens_equal_the_whole_model(files, name):
+    """Decode steps on the ranks' own K/V caches: the same greedy tokens as the whole model's loop
+    (chapter 08), over 2 and 4 ranks (4: K/V heads copied)."""
+    prompt = [5, 99, 401, 12, 7, 300]
+    want = load(files[name], n_ctx=64).generate(prompt, max_new_tokens=10, ignore_eos=True).tokens
+    for R in (2, 4):
+        assert SimulatedTP(open_model(files[name]), R, n_ctx=64).generate(prompt, 10) == want, (name, R)
+    tp = SimulatedTP(open_model(files[name]), 2, n_ctx=16)
+    assert tp.generate(prompt, 0) == []
+    for bad in (-1, 1.5, True, 11):                   # 11: past the context of 16
+        with pytest.raises(TffeduError):
+            tp.generate(prompt, bad)

@@ -142,7 +142,8 @@ def rank_creator(cfg, s: Shard, n_ctx: int, group: str):
 class SimulatedTP:
     """A model split over `ranks` simulated ranks on the CPU: a thread, a graph, an executor and a
     KV cache per rank, the all-reduce a sum. `logits(ids)` -> float32 [T, vocab]: one forward pass of
-    a fresh sequence, each rank's slice of the vocabulary gathered."""
+    a fresh sequence, each rank's slice of the vocabulary gathered; `generate(ids, n)`: n greedy
+    tokens, a prefill and then a decode step per token, each rank keeping the K/V of its heads."""
 
     def __init__(self, source, ranks: int, n_ctx: int = 256):
         self.cfg, self.n_ctx = source.config, int(n_ctx)
@@ -150,31 +151,53 @@ class SimulatedTP:
         weights = {n: source.tensor(n) for n in source.tensor_names}
         self.weights = [shard_weights(weights, self.cfg, s) for s in self.shards]
         self.group = SimGroup(len(self.shards))
+        self._lock = threading.Lock()                # one forward pass at a time: the ranks share a group
 
-    def logits(self, ids) -> np.ndarray:
-        ids = np.asarray(token_ids(ids, self.cfg.vocab_size), np.int32)   # checked (chapter 08b)
-        if not 1 <= len(ids) <= self.n_ctx:
-            raise ModelError(f"a forward pass of 1..{self.n_ctx} tokens, got {len(ids)}")
+    def caches(self) -> list[dict]:
+        "Every rank's empty KV cache: for each layer [2, n_ctx, its K/V heads, head_dim]."
+        return [{f"blk.{il}.kv_cache": np.zeros((2, self.n_ctx, s.kv_heads[1] - s.kv_heads[0], self.cfg.head_dim),
+                                                np.float32) for il in range(self.cfg.n_layer)} for s in self.shards]
+
+    def forward(self, ids: np.ndarray, start: int, caches: list[dict]) -> np.ndarray:
+        "Logits [T, vocab] of ids at positions start, start + 1, ...: each rank in a thread, its K/V into caches."
         out, errors = [None] * len(self.shards), []
 
         def rank(s: Shard) -> None:                  # what one GPU's process would do
             try:
-                c = shard_config(self.cfg, s)
                 ex = Executor(rank_creator(self.cfg, s, self.n_ctx, self.group.name).build_graph(len(ids)), "cpu")
-                kv = {f"blk.{il}.kv_cache": np.zeros((2, self.n_ctx, c.n_head_kv, c.head_dim), np.float32)
-                      for il in range(c.n_layer)}
-                out[s.rank] = ex.bind(self.weights[s.rank]).bind(kv).run(
-                    ids=ids, pos=np.arange(len(ids), dtype=np.int32))["logits"]
+                out[s.rank] = ex.bind(self.weights[s.rank]).bind(caches[s.rank]).run(
+                    ids=ids, pos=np.arange(start, start + len(ids), dtype=np.int32))["logits"]
             except BaseException as e:               # wake the other ranks, report it below
                 errors.append(e)
                 self.group.abort()
 
-        threads = [threading.Thread(target=rank, args=(s,)) for s in self.shards]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        with self._lock:
+            threads = [threading.Thread(target=rank, args=(s,)) for s in self.shards]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         if errors:
             self.group = SimGroup(len(self.shards))   # the barrier is broken: a new group
             raise next((e for e in errors if not isinstance(e, threading.BrokenBarrierError)), errors[0])
         return np.concatenate(out, axis=1)           # the gather: [T, V/R] x R -> [T, V]
+
+    def _checked(self, ids, more: int = 0) -> np.ndarray:
+        ids = np.asarray(token_ids(ids, self.cfg.vocab_size), np.int32)   # checked (chapter 08b)
+        if len(ids) + more > self.n_ctx:
+            raise ModelError(f"{len(ids)} prompt tokens and {more} new ones pass the context of {self.n_ctx} tokens")
+        return ids
+
+    def logits(self, ids) -> np.ndarray:
+        return self.forward(self._checked(ids), 0, self.caches())
+
+    def generate(self, ids, max_new_tokens: int) -> list[int]:
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) \
+                or max_new_tokens < 0:
+            raise ModelError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+        ids, caches, out = self._checked(ids, max_new_tokens), self.caches(), []
+        while len(out) < max_new_tokens:              # the prefill, then one token a step
+            new = ids if not out else np.array(out[-1:], np.int32)
+            start = 0 if not out else len(ids) + len(out) - 1
+            out.append(int(self.forward(new, start, caches)[-1].argmax()))
+        return out
