@@ -123,6 +123,15 @@ def test_bf16_hf_folders_match_hf_on_cuda(tmp_path, family):
         assert err < 2e-2 * (GEMMA if family == "gemma3" else 1)
 
 
+def smollm2_full(more: str = "") -> pathlib.Path:
+    "The whole default model when it is in the cache (`tffedu generate hi` fetches it), else a skip."
+    from tffedu.assets import DEFAULT_MODEL, cache_dir
+    full = cache_dir() / DEFAULT_MODEL
+    if not full.is_file():
+        pytest.skip(f"no SmolLM2: {full} is not there (`tffedu generate hi` fetches it){more}")
+    return full
+
+
 @pytest.fixture(scope="module")
 def smollm2_cut(tmp_path_factory) -> pathlib.Path:
     """SmolLM2 cut to its first two blocks (real weights, small): the file TFFEDU_SMOLLM2_CUT names,
@@ -131,11 +140,7 @@ def smollm2_cut(tmp_path_factory) -> pathlib.Path:
         path = pathlib.Path(os.environ["TFFEDU_SMOLLM2_CUT"])
         assert path.is_file(), f"TFFEDU_SMOLLM2_CUT={path}: no such file"
         return path
-    from tffedu.assets import DEFAULT_MODEL, cache_dir
-    full = cache_dir() / DEFAULT_MODEL
-    if not full.is_file():
-        pytest.skip(f"no SmolLM2: {full} is not there (`tffedu generate hi` fetches it) and "
-                    f"TFFEDU_SMOLLM2_CUT names no cut (python tools/cut_gguf.py SRC DST --layers 2)")
+    full = smollm2_full(" and TFFEDU_SMOLLM2_CUT names no cut (python tools/cut_gguf.py SRC DST --layers 2)")
     sys.path.insert(0, str(ROOT / "tools"))
     from cut_gguf import cut
     path = tmp_path_factory.mktemp("smollm2") / "smollm2-2l.gguf"
@@ -158,15 +163,6 @@ def test_real_weights_top1_agrees_with_hf_teacher_forced(smollm2_cut):
         total += len(window)
     print(f"SmolLM2 ({m.config.n_layer} blocks) on cuda: top-1 = HF at {agree}/{total} = {agree / total:.2%}")
     assert agree / total >= 0.98
-
-
-def smollm2_full() -> pathlib.Path:
-    "The whole default model when it is in the cache (`tffedu generate hi` fetches it), else a skip."
-    from tffedu.assets import DEFAULT_MODEL, cache_dir
-    full = cache_dir() / DEFAULT_MODEL
-    if not full.is_file():
-        pytest.skip(f"no SmolLM2: {full} is not there (`tffedu generate hi` fetches it)")
-    return full
 
 
 @pytest.mark.parametrize("which", ["cut", "whole"])

@@ -18,6 +18,7 @@ import numpy as np
 from .errors import ModelError
 from .factory import OPS
 from .graph import register_op
+from .engine import _check_max_new
 from .model import token_ids
 from .models import create
 from .runtime import Executor
@@ -152,6 +153,7 @@ class SimulatedTP:
         self.weights = [shard_weights(weights, self.cfg, s) for s in self.shards]
         self.group = SimGroup(len(self.shards))
         self._lock = threading.Lock()                # one forward pass at a time: the ranks share a group
+        self._executors: dict = {}                   # (rank, tokens) -> its planned Executor, kept
 
     def caches(self) -> list[dict]:
         "Every rank's empty KV cache: for each layer [2, n_ctx, its K/V heads, head_dim]."
@@ -164,21 +166,27 @@ class SimulatedTP:
 
         def rank(s: Shard) -> None:                  # what one GPU's process would do
             try:
-                ex = Executor(rank_creator(self.cfg, s, self.n_ctx, self.group.name).build_graph(len(ids)), "cpu")
-                out[s.rank] = ex.bind(self.weights[s.rank]).bind(caches[s.rank]).run(
+                ex = self._executors.get((s.rank, len(ids)))
+                if ex is None:                       # a step size's graph is built and planned once
+                    ex = Executor(rank_creator(self.cfg, s, self.n_ctx, self.group.name).build_graph(len(ids)), "cpu")
+                    self._executors[s.rank, len(ids)] = ex.bind(self.weights[s.rank])
+                out[s.rank] = ex.bind(caches[s.rank]).run(
                     ids=ids, pos=np.arange(start, start + len(ids), dtype=np.int32))["logits"]
             except BaseException as e:               # wake the other ranks, report it below
                 errors.append(e)
                 self.group.abort()
 
         with self._lock:
+            if len(self._executors) > 16 * len(self.shards):    # many step sizes seen: start over
+                self._executors.clear()
             threads = [threading.Thread(target=rank, args=(s,)) for s in self.shards]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
         if errors:
-            self.group = SimGroup(len(self.shards))   # the barrier is broken: a new group
+            self.group = SimGroup(len(self.shards))   # the barrier is broken: a new group (and graphs naming it)
+            self._executors.clear()
             raise next((e for e in errors if not isinstance(e, threading.BrokenBarrierError)), errors[0])
         return np.concatenate(out, axis=1)           # the gather: [T, V/R] x R -> [T, V]
 
@@ -192,9 +200,7 @@ class SimulatedTP:
         return self.forward(self._checked(ids), 0, self.caches())
 
     def generate(self, ids, max_new_tokens: int) -> list[int]:
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) \
-                or max_new_tokens < 0:
-            raise ModelError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+        _check_max_new(max_new_tokens)
         ids, caches, out = self._checked(ids, max_new_tokens), self.caches(), []
         while len(out) < max_new_tokens:              # the prefill, then one token a step
             new = ids if not out else np.array(out[-1:], np.int32)
