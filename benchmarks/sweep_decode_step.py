@@ -113,10 +113,10 @@ def main():
         direct_over = {}
         plain_config = cq.quant_gemv_config
 
-        def direct_config(T, K, epilogue=None, direct=False):
+        def direct_config(T, K, epilogue=None, direct=False, wk=None):
             if direct and int(T) == 1 and (epilogue, int(K)) in direct_over:
                 return direct_over[epilogue, int(K)]
-            return plain_config(T, K, epilogue, direct)
+            return plain_config(T, K, epilogue, direct, wk)
         cq.quant_gemv_config = direct_config
         roles = {"gate/up": ("pair", c.hidden_size), "down": ("res", c.ffn_size), "qkv": ("cat", c.hidden_size),
                  "o": ("res", qkv), "head": (None, c.hidden_size)}

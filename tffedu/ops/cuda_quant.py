@@ -24,10 +24,10 @@ from .cuda_q8_gemm import TMA_GEMMS, TmaGemm, q8_gemm, q8_gemm_available, q8_gem
 from .cuda_gemm import _cat_parts, _p, gemm16, gemv_config, q8_0_slab_rows, quantize_act_ref
 
 # %% auto #0
-__all__ = ['REPACKED', 'FILE_TYPES', 'QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'DIRECT_GEMV', 'DIRECT_GEMV_BIG',
-           'repack_blocks', 'unpack_blocks', 'quantize_gpu', 'file_blocks', 'quant_gemv_ref', 'quant_gemv_config',
-           'gemv_defines', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm', 'quant_w_box',
-           'quant_gemm_available', 'quant_gemm']
+__all__ = ['REPACKED', 'FILE_TYPES', 'QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'DIRECT_GEMV', 'DIRECT_GEMV_OF',
+           'DIRECT_GEMV_BIG', 'repack_blocks', 'unpack_blocks', 'quantize_gpu', 'file_blocks', 'quant_gemv_ref',
+           'quant_gemv_config', 'gemv_defines', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm',
+           'quant_w_box', 'quant_gemm_available', 'quant_gemm']
 
 # %% ../../notebooks/11c_quant_gemv.ipynb #30cb4e5c
 # Formats repacked at upload (rows of whole super-blocks of 256) so that the direct road reads them:
@@ -125,15 +125,21 @@ def quant_gemv_ref(x: np.ndarray, raw: np.ndarray, wk: str, K: int) -> np.ndarra
 # weights in registers, not shared memory, so registers grow with rows x steps (x 2 for the SwiGLU
 # pair) and chapter 11's tilings would spill. Chosen in the replayed decode step at one token
 # (benchmarks/sweep_decode_step.py --direct), with benchmarks/sweep_quant_gemv.py at more.
+# A format may want its own: for Q4_K one step in flight won in the whole decode (tg128 of an
+# all-Q4_K Qwen3-8B, 408.5 against 395.5 t/s on an H100; all-Q6_K: a tie).
 DIRECT_GEMV = {1: (1, 4, 2)}
+DIRECT_GEMV_OF = {"Q4_K": {1: (1, 4, 1)}}         # a format's own rows, over DIRECT_GEMV's
 DIRECT_GEMV_BIG = (2, 4, 2)                       # T >= 2: rows share each activation load
 
 
-def quant_gemv_config(T: int, K: int, epilogue: str | None = None, direct: bool = False) -> tuple:
-    "Default (rows, warps, stages) of the GEMV: the direct road's table, else chapter 11's `gemv_config`."
+def quant_gemv_config(T: int, K: int, epilogue: str | None = None, direct: bool = False,
+                      wk: str | None = None) -> tuple:
+    """Default (rows, warps, stages) of the GEMV for `wk` weights: the direct road's table, else
+    chapter 11's `gemv_config`."""
     if not direct:
         return gemv_config(T, K, epilogue)
-    r, w, s = DIRECT_GEMV.get(int(T), DIRECT_GEMV_BIG)
+    table = {**DIRECT_GEMV, **DIRECT_GEMV_OF.get(wk, {})}
+    r, w, s = table.get(int(T), DIRECT_GEMV_BIG)
     return (max(1, r // 2), w, s) if epilogue == "pair" else (r, w, s)
 
 
@@ -166,7 +172,8 @@ def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=Non
     if f.type_size % 4 == 0 and any(a % 4 for a in starts):   # the kernel reads their blocks as aligned words
         raise ShapeError(f"{wk} weights must start 4-byte aligned (blocks of {f.type_size} bytes)")
     direct = wk in DIRECT_TYPES and not any(a % DIRECT_TYPES[wk] for a in starts)   # blocks of whole vectors
-    r0, w0, s0 = quant_gemv_config(T, K, "pair" if w2 is not None else "res" if res is not None else None, direct)
+    r0, w0, s0 = quant_gemv_config(T, K, "pair" if w2 is not None else "res" if res is not None else None,
+                                    direct, wk)
     rows, warps, stages = rows or r0, warps or w0, stages or s0
     if res is not None and rows * T > 32:
         raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
