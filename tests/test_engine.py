@@ -543,3 +543,38 @@ def test_a_new_shared_engine_replaces_the_old_one(model):
 def test_pages_are_counted_or_sized_not_both(model):
     with pytest.raises(EngineError, match="not both"):
         Engine(model, num_pages=8, kv_memory=0.5)
+
+
+def test_warm_up_runs_each_shape_and_leaves_no_trace(model):
+    """Engine.warm_up: a step of every batch bucket and the long prefills, then the engine as it was
+    (cache empty, stats and history unchanged) and generation unchanged."""
+    eng = Engine(model, max_batch=8, token_budget=256, prefix_caching=True)
+    prompt = prompts_of(model, 1, np.random.default_rng(3))[0]
+    stats, history = dict(eng.stats), list(eng.history)
+    assert eng.warm_up() > 0
+    assert eng.stats == stats and eng.history == history
+    assert not eng.busy and eng.cache.n_free_pages == eng.cache.num_pages
+    decodes = {key[2] for key in eng.runner.executors if key[0] == "decode"}
+    assert {1, 2, 4, 8} <= decodes, decodes
+    req = eng.add(prompt, max_new_tokens=8)
+    while not req.done:
+        eng.step()
+    assert req.tokens == contiguous(model, prompt, max_new_tokens=8).tokens
+
+
+@pytest.mark.parametrize("sizes", [[0], [3, "4"], [True], [1, 10**9], [], 2.5])
+def test_warm_up_refuses_bad_sizes(model, sizes):
+    eng = Engine(model, max_batch=8, token_budget=256)
+    with pytest.raises(EngineError, match="warm_up: batch sizes"):
+        eng.warm_up(sizes)
+    assert not eng.busy and eng.stats["steps"] == 0
+
+
+def test_warm_up_refuses_a_busy_engine(model):
+    eng = Engine(model, max_batch=4, token_budget=256)
+    req = eng.add(prompts_of(model, 1, np.random.default_rng(4))[0], max_new_tokens=4)
+    with pytest.raises(EngineError, match="before any request"):
+        eng.warm_up()
+    while not req.done:
+        eng.step()
+    assert req.tokens == contiguous(model, req.prompt, max_new_tokens=4).tokens

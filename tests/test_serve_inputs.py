@@ -175,6 +175,26 @@ def test_a_full_queue_answers_503_with_retry_after(model):
         assert ok.status_code == 200
 
 
+
+@pytest.mark.parametrize("warm_up", ["yes", 1, [True]])
+def test_warm_up_must_be_a_bool(model, warm_up):
+    from tffedu.errors import TffeduError
+    from tffedu.serve import make_app
+    with pytest.raises(TffeduError, match="warm_up must be True, False or None"):
+        make_app(model, max_batch=1, warm_up=warm_up)
+
+
+def test_warm_up_on_the_cpu_when_asked(model):
+    """On the CPU a server does not warm up unless asked; asked, it serves as before (the engine
+    back to empty, no step counted)."""
+    from tffedu.serve import ServerThread, make_app
+    app = make_app(model, max_batch=2, warm_up=True)
+    eng = app.state.service.loop.engine
+    assert eng.stats["steps"] == 0 and eng.runner.executors and not eng.busy
+    with ServerThread(app) as s:
+        r = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2, "temperature": 0})
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
+
 # --- the text a choice shows: stop strings held back, then cut -----------------------------------
 @pytest.fixture(scope="module")
 def tok(model):

@@ -66,6 +66,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.engine.Engine.logits': ('engine.html#engine.logits', 'tffedu/engine.py'),
                                'tffedu.engine.Engine.run': ('engine.html#engine.run', 'tffedu/engine.py'),
                                'tffedu.engine.Engine.step': ('engine.html#engine.step', 'tffedu/engine.py'),
+                               'tffedu.engine.Engine.warm_up': ('engine.html#engine.warm_up', 'tffedu/engine.py'),
                                'tffedu.engine.Model': ('engine.html#model', 'tffedu/engine.py'),
                                'tffedu.engine.Model.__init__': ('engine.html#model.__init__', 'tffedu/engine.py'),
                                'tffedu.engine.Model.generate': ('engine.html#model.generate', 'tffedu/engine.py'),

@@ -263,7 +263,7 @@ def cmd_serve(args):
     print(f"tffedu serve: {model!r}; the chat page at {page}", file=sys.stderr, flush=True)
     pages = None if args.kv_tokens is None else -(-args.kv_tokens // 32)
     serve(model, args.host, args.port, max_queue=args.max_queue, max_batch=args.max_batch,
-          page_size=32, num_pages=pages, speculative=args.spec)
+          page_size=32, num_pages=pages, speculative=args.spec, warm_up=False if args.no_warm_up else None)
 
 
 def build_parser():
@@ -330,6 +330,8 @@ def build_parser():
                    help="tokens the KV cache holds, all sequences together (default: sized from memory)")
     s.add_argument("--kv-memory", type=_prob, default=None,
                    help="on a GPU, the share of the memory left after the weights for K/V (default 0.9)")
+    s.add_argument("--no-warm-up", action="store_true",
+                   help="on a GPU, skip running every step shape once before serving (faster start, slow first requests)")
     spec_arg(s)
     s.set_defaults(fn=cmd_serve)
     return p

@@ -690,6 +690,40 @@ def _stopped(model, req: Request) -> bool:
     text = model.decode(req.ids[max(req.n_prompt, len(req.ids) - tail):])
     return any(s in text for s in req.stops)
 
+# %% ../notebooks/14a_engine.ipynb #b516154d
+@patch
+def warm_up(self: Engine, sizes=None) -> int:
+    """Run each batch size in `sizes` (default: 1, 2, 4, ... up to max_batch, as the runner buckets
+    them) through a prefill and a decode step, and prefills of 128, 256, ... up to the token budget,
+    before any request; returns the steps taken."""
+    sched, V = self.scheduler, self.model.config.vocab_size
+    if sizes is None:
+        sizes = [1 << i for i in range(sched.max_batch.bit_length())] + [sched.max_batch]
+    sizes = list(sizes) if isinstance(sizes, (list, tuple, range)) else [sizes]
+    bad = [b for b in sizes if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer))
+           or not 1 <= b <= sched.max_batch]
+    if bad or not sizes:
+        raise EngineError(f"warm_up: batch sizes are integers in 1..{sched.max_batch}, got {bad[:4] or sizes}")
+    # the longest prefill first: the runner's arena grows to it once (a growth drops the graphs made)
+    most = min(sched.token_budget, self.model.n_ctx - 2, self.cache.num_pages * self.cache.page_size // 2)
+    longs = sorted({n for n in [1 << i for i in range(7, most.bit_length())] + [most] if n >= 128}, reverse=True)
+    prompts = [[[(7 + 31 * i + 211 * n) % V for i in range(n)]] for n in longs]     # one prompt of n tokens
+    prompts += [[[(7 + 31 * i + 101 * B) % V] for i in range(B)]                     # B one-token prompts
+                for B in sorted({min(int(b), self.cache.num_pages) for b in sizes})]
+    with self.lock:
+        if self.busy:
+            raise EngineError("warm_up runs before any request: this engine has requests running or waiting")
+        saved, n_hist, steps = dict(self.stats), len(self.history), 0
+        for group in prompts:                  # distinct tokens: no prefix is found cached
+            reqs = [self.add(p, max_new_tokens=2, ignore_eos=True) for p in group]
+            while not all(r.done for r in reqs):
+                self.step()
+                steps += 1
+        self.stats.clear()
+        self.stats.update(saved)
+        del self.history[n_hist:]
+    return steps
+
 # %% ../notebooks/14a_engine.ipynb #4b71b8a2
 def _check_max_new(n, minimum: int = 0) -> None:
     if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < minimum:

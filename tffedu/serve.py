@@ -694,11 +694,16 @@ class Service:
     request to its answer (read the body, check it, hand the jobs over, answer whole or stream)."""
 
     def __init__(self, model, engine: Engine | None = None, max_queue: int = 256,
-                 model_id: str | None = None, speculative=None, **engine_options):
+                 model_id: str | None = None, speculative=None, warm_up: bool | None = None,
+                 **engine_options):
+        if warm_up is not None and not isinstance(warm_up, bool):
+            raise TffeduError(f"warm_up must be True, False or None, got {warm_up!r}")
         self.model = model
         if engine is None:
             drop_engine(model)                     # on a GPU, the model's shared engine leaves its pages
             engine = Engine(model, **engine_options)
+        if model.device != "cpu" if warm_up is None else warm_up:
+            engine.warm_up()                       # first steps (compiles, captures) before any request
         self.loop = EngineLoop(engine, max_queue, speculative)
         self.metrics = Metrics(self.loop)
         path = getattr(model.source, "path", None)
@@ -765,15 +770,16 @@ async def stream(self: Service, answer: Answer, queue: asyncio.Queue, jobs: list
 
 # %% ../notebooks/15_serve.ipynb #e98ff51a
 def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model_id: str | None = None,
-             speculative=None, **engine_options):
+             speculative=None, warm_up: bool | None = None, **engine_options):
     """A FastAPI app serving `model` over its own engine: `engine`, or one made here with
     `engine_options` (chapter 14a's Engine: max_batch, num_pages or kv_memory, page_size, ...).
     Nothing else may step it. `app.state.service` holds the engine loop, started and stopped with
-    the app. speculative: "ngram" or "draft:PATH" drafts for every request (chapter 16)."""
+    the app. speculative: "ngram" or "draft:PATH" drafts for every request (chapter 16). warm_up:
+    run every step shape once before serving (`Engine.warm_up`; default: on a GPU, not the CPU)."""
     if FastAPI is None:
         raise TffeduError("tffedu serve needs FastAPI, uvicorn and prometheus-client: "
                           "pip install 'tffedu[serve]'")
-    svc = Service(model, engine, max_queue, model_id, speculative, **engine_options)
+    svc = Service(model, engine, max_queue, model_id, speculative, warm_up, **engine_options)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -821,11 +827,12 @@ def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model
 
 def serve(model, host: str = "127.0.0.1", port: int = 8000, *, max_queue: int = 256,
           model_id: str | None = None, drain_s: float = 5.0, log_level: str = "info",
-          speculative=None, **engine_options) -> None:
+          speculative=None, warm_up: bool | None = None, **engine_options) -> None:
     """Serve `model` over HTTP until SIGINT or SIGTERM. Then no new request is taken; those in
     flight have `drain_s` seconds to finish, after which they end with finish_reason "abort" (a
     stream still gets its last chunk and `data: [DONE]`), and the process exits with status 0."""
-    app = make_app(model, max_queue=max_queue, model_id=model_id, speculative=speculative, **engine_options)
+    app = make_app(model, max_queue=max_queue, model_id=model_id, speculative=speculative, warm_up=warm_up,
+                   **engine_options)
     loop = app.state.service.loop
 
     class Server(uvicorn.Server):
