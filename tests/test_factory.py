@@ -150,3 +150,28 @@ def test_importing_tffedu_does_not_import_pycuda():
 
 def test_global_registry_exists():
     assert isinstance(OPS, OpRegistry)
+
+
+def test_every_backend_part_resolves_without_a_gpu():
+    """Each device's record names its allocator, arena, view and lowering passes; every name
+    resolves (a typo in the CUDA row shows here, on a machine with no GPU) and the CPU's are the
+    objects the engine uses."""
+    import subprocess
+    import sys
+    code = ("import sys; from tffedu.factory import BACKENDS\n"
+            "for b in BACKENDS.values():\n"
+            "    got = {k: b.part(k) for k, _ in b.parts}\n"
+            "    assert set(got) == {'allocator', 'arena', 'view', 'lowering'}, got\n"
+            "    assert got['allocator'].device == b.name and callable(got['arena']) and callable(got['view'])\n"
+            "    assert isinstance(got['lowering'], list)\n"
+            "print('pycuda' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"                      # naming CUDA's parts imports no PyCUDA
+    from tffedu import lowering, memory, runtime
+    from tffedu.factory import backend
+    cpu = backend("cpu")
+    assert cpu.part("allocator") is memory.CPUAllocator and cpu.part("arena") is runtime.cpu_arena
+    assert backend("cuda").part("lowering") is lowering.CUDA_PASSES and cpu.part("lowering") == []
+    with pytest.raises(RegistryError, match="has no 'stream'"):
+        cpu.part("stream")

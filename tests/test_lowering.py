@@ -143,7 +143,7 @@ def test_fused_decode_equals_unfused_on_the_gpu(files, name, monkeypatch):
         return [r.tokens for r in reqs]
 
     fused = run()
-    monkeypatch.setitem(R.LOWERINGS, "cuda", [[R._fuse_qk_norm_rope]])
+    monkeypatch.setattr(R, "CUDA_PASSES", [[R._fuse_qk_norm_rope]])
     assert run() == fused
 
 

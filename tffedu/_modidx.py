@@ -111,6 +111,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.engine.token_logprobs': ('engine.html#token_logprobs', 'tffedu/engine.py')},
             'tffedu.factory': { 'tffedu.factory.Backend': ('factory.html#backend', 'tffedu/factory.py'),
                                 'tffedu.factory.Backend.kv_dtype': ('factory.html#backend.kv_dtype', 'tffedu/factory.py'),
+                                'tffedu.factory.Backend.part': ('factory.html#backend.part', 'tffedu/factory.py'),
                                 'tffedu.factory.ModuleFactory': ('factory.html#modulefactory', 'tffedu/factory.py'),
                                 'tffedu.factory.ModuleFactory.__contains__': ( 'factory.html#modulefactory.__contains__',
                                                                                'tffedu/factory.py'),

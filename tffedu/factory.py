@@ -135,23 +135,39 @@ class ModuleFactory:
 class Backend:
     """A device as every layer sees it, one record per device (a new device is one more): the
     modules that register its ops (imported on its first use, below), the byte alignment of every
-    buffer the planner places (chapter 06) and the types of K/V page its kernels read (chapter 13;
-    the first is the default, `tffedu.load(kv_dtype=...)` picks another)."""
+    buffer the planner places (chapter 06), the types of K/V page its kernels read (chapter 13;
+    the first is the default, `tffedu.load(kv_dtype=...)` picks another), and the parts later
+    chapters build for it, named "module:attribute" and imported when first asked for (`part`):
+    its allocator class (chapter 02), the functions that make its arena and a tensor's view into
+    it (chapter 06), and its lowering passes (chapter 12b)."""
     name: str
     op_modules: tuple[str, ...]
     alignment: int
     kv_dtypes: tuple[str, ...]
+    parts: tuple[tuple[str, str], ...] = ()
 
     @property
     def kv_dtype(self) -> str:
         "The default type of its K/V pages."
         return self.kv_dtypes[0]
 
+    def part(self, what: str):
+        "The object a later chapter built for this device (imported on first use)."
+        path = dict(self.parts).get(what)
+        if path is None:
+            raise RegistryError(f"backend {self.name!r} has no {what!r} (it has {', '.join(k for k, _ in self.parts)})")
+        module, _, attr = path.partition(":")
+        return getattr(importlib.import_module(module), attr)
+
 
 BACKENDS: dict[str, Backend] = {
-    "cpu": Backend("cpu", ("tffedu.ops.cpu", "tffedu.kvcache"), alignment=64, kv_dtypes=("F32", "F16", "Q8_0")),
+    "cpu": Backend("cpu", ("tffedu.ops.cpu", "tffedu.kvcache"), alignment=64, kv_dtypes=("F32", "F16", "Q8_0"),
+                   parts=(("allocator", "tffedu.memory:CPUAllocator"), ("arena", "tffedu.runtime:cpu_arena"),
+                          ("view", "tffedu.runtime:cpu_view"), ("lowering", "tffedu.lowering:CPU_PASSES"))),
     "cuda": Backend("cuda", ("tffedu.ops.cuda", "tffedu.ops.cuda_matmul", "tffedu.ops.cuda_quant",
-                             "tffedu.ops.cuda_attention"), alignment=256, kv_dtypes=("F16",)),
+                             "tffedu.ops.cuda_attention"), alignment=256, kv_dtypes=("F16",),
+                    parts=(("allocator", "tffedu.memory:CUDAAllocator"), ("arena", "tffedu.runtime:cuda_arena"),
+                           ("view", "tffedu.runtime:cuda_view"), ("lowering", "tffedu.lowering:CUDA_PASSES"))),
 }
 
 

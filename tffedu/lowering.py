@@ -6,7 +6,7 @@ for a backend.
 
 `PagedGraphs(creator, page_shape).build(kind, N, B, max_pages)` is a model's graph for N new
 tokens of B sequences whose attention reads K/V pages (kinds "prefill", "decode", "logits");
-`lower(graph, backend)` applies that backend's fusion passes (`LOWERINGS`, chapter 05's `fuse`):
+`lower(graph, backend)` applies that backend's fusion passes (`CUDA_PASSES`, chapter 05's `fuse`):
 fused kernels of chapters 10-12 in place of the ops they equal. The runner (chapter 13) runs it.
 """
 from __future__ import annotations
@@ -17,13 +17,13 @@ from dataclasses import replace
 import numpy as np
 
 from .errors import GraphError
-from .factory import OPS
+from .factory import BACKENDS, OPS
 from .graph import Graph, Node, fuse, register_op
 from . import kvcache as _kvcache  # noqa: F401  (paged_attention_varlen's shape rule, chapter 09)
 from .tensor import F32, I8, I32
 
 # %% auto #0
-__all__ = ['STEP_KINDS', 'LOWERINGS', 'PagedGraphs', 'lower']
+__all__ = ['STEP_KINDS', 'CPU_PASSES', 'CUDA_PASSES', 'PagedGraphs', 'lower']
 
 # %% ../notebooks/12b_lowering.ipynb #9efe10ff
 STEP_KINDS = ("prefill", "decode", "logits")
@@ -275,15 +275,16 @@ def _fuse_kv_store(n: Node, users) -> Node | None:
 register_op("qk_norm_rope_store", None, (9, 9), side_effect=True)   # it writes the pages too
 
 
-# backend -> passes, each a list of fusion rules or a function of the graph (a pass sees the graph
-# the previous one made)
-LOWERINGS = {"cpu": [], "cuda": [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], _fuse_siblings,
-                                 [_fuse_norm_quant, _fuse_attn_quant], _fuse_rope_pairs, [_fuse_kv_store]]}
+# a backend's passes (its record's "lowering", chapter 01), each a list of fusion rules or a function of
+# the graph (a pass sees the graph the previous one made)
+CPU_PASSES = []
+CUDA_PASSES = [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], _fuse_siblings,
+               [_fuse_norm_quant, _fuse_attn_quant], _fuse_rope_pairs, [_fuse_kv_store]]
 
 
 def lower(graph: Graph, backend: str) -> Graph:
     "The graph with the backend's fusion passes applied (the same graph when it has none)."
     OPS.load_backend(backend)                  # its rules ask its kernels (every chapter's) what they fuse
-    for rules in LOWERINGS.get(backend, []):
+    for rules in BACKENDS[backend].part("lowering") if backend in BACKENDS else []:
         graph = rules(graph) if callable(rules) else fuse(graph, rules)
     return graph

@@ -22,7 +22,7 @@ import numpy as np
 
 from .device import cuda_context, cuda_driver, normalize_device, on_cuda_exit
 from .errors import AllocationError, DeviceError
-from .factory import ModuleFactory, Policy
+from .factory import BACKENDS, ModuleFactory, Policy
 
 ALIGN = 64  # bytes: a cache line, and an AVX-512 register
 
@@ -109,8 +109,8 @@ class CUDAAllocator(Allocator):
 
 # %% ../notebooks/02a_memory.ipynb #9978c8dd
 ALLOCATORS = ModuleFactory("allocator")
-ALLOCATORS.register("cpu", CPUAllocator, policy=Policy.SINGLETON)
-ALLOCATORS.register("cuda", CUDAAllocator, policy=Policy.SINGLETON)
+for _b in BACKENDS.values():                   # which class: each device's record (chapter 01) names it
+    ALLOCATORS.register(_b.name, lambda b=_b: b.part("allocator")(), policy=Policy.SINGLETON)
 
 
 def get_allocator(device="cpu") -> Allocator:

@@ -25,7 +25,7 @@ from .graph import Node
 from .kvcache import KVCache
 from .lowering import STEP_KINDS, PagedGraphs, lower
 from .models import create
-from .runtime import ARENAS, Executor
+from .runtime import Executor
 from .tensor import DTYPES, I32, Tensor
 
 # %% auto #0
@@ -233,7 +233,7 @@ def _memory(self: ModelRunner, nbytes: int):
         self.executors.clear()
         self.captured.clear()
         self._block = None                         # freed before the bigger one is taken
-        self._block = ARENAS[self.device][0](nbytes, 256)
+        self._block = backend(self.device).part("arena")(nbytes, 256)
         self.stats["arena_bytes"] = nbytes
     return self._block
 

@@ -23,7 +23,7 @@ from .graph import Graph, Node, post_order
 from .planner import MemoryPlan, align_up, plan_memory, workspace_name
 
 # %% auto #0
-__all__ = ['ARENAS', 'cpu_arena', 'cpu_view', 'cuda_arena', 'cuda_view', 'Executor', 'OpTime']
+__all__ = ['cpu_arena', 'cpu_view', 'cuda_arena', 'cuda_view', 'Executor', 'OpTime']
 
 # %% ../notebooks/06a_runtime.ipynb #691808b8
 def cpu_arena(nbytes: int, alignment: int = 64) -> np.ndarray:
@@ -53,8 +53,6 @@ def cuda_view(arena, offset: int, node: Node):
     return Tensor(arena.storage, node.shape, node.dtype, offset=arena.offset + offset)
 
 
-ARENAS = {"cpu": (cpu_arena, cpu_view), "cuda": (cuda_arena, cuda_view)}
-
 
 def _sub_block(block, offset: int, nbytes: int):
     "Bytes [offset, offset + nbytes) of a memory block (numpy array or byte Tensor) as a block."
@@ -79,8 +77,9 @@ class Executor:
 
     def __init__(self, graph: Graph, backend: str = "cpu", *, plan: MemoryPlan | None = None,
                  ops=None, strategy: str = "greedy_by_size", memory=None, stream=None):
-        if backend not in ARENAS:
-            raise DeviceError(f"no runtime for backend {backend!r} (known: {', '.join(ARENAS)})")
+        if backend not in BACKENDS:
+            raise DeviceError(f"no runtime for backend {backend!r} (known: {', '.join(BACKENDS)})")
+        b = BACKENDS[backend]                       # the device's record (chapter 01): its arena, alignment
         self.graph, self.backend = graph, backend
         self.steps = graph.schedule()
         if ops is None:
@@ -89,7 +88,7 @@ class Executor:
         self._fns = [None if n.is_view else self._lookup(n) for n in self.steps]
         self.workspace = {n.name: int(fn.workspace(*n.inputs, **n.attrs)) for n, fn in zip(self.steps, self._fns)
                           if hasattr(fn, "workspace")}            # op name -> scratch bytes it asked for
-        align = BACKENDS[backend].alignment
+        align = b.alignment
         self.plan = plan if plan is not None else plan_memory(graph, strategy, align, self.workspace)
         self.plan.check()
         self.leaves = {n.name: n for n in post_order(graph) if n.kind != "op"}
@@ -99,7 +98,7 @@ class Executor:
                 self.input_offsets[n.name], top = top, top + align_up(max(n.nbytes, 1), align)
         self.input_bytes = top
         self.nbytes = top + self.plan.arena_size
-        make_arena, self._make_view = ARENAS[backend]
+        make_arena, self._make_view = b.part("arena"), b.part("view")
         block = memory(self.nbytes) if callable(memory) else memory
         if block is None:
             block = make_arena(self.nbytes, max(align, self.plan.alignment))
