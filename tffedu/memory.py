@@ -111,6 +111,7 @@ class CUDAAllocator(Allocator):
 ALLOCATORS = ModuleFactory("allocator")
 for _b in BACKENDS.values():                   # which class: each device's record (chapter 01) names it
     ALLOCATORS.register(_b.name, lambda b=_b: b.part("allocator")(), policy=Policy.SINGLETON)
+del _b
 
 
 def get_allocator(device="cpu") -> Allocator:

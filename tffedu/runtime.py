@@ -53,7 +53,6 @@ def cuda_view(arena, offset: int, node: Node):
     return Tensor(arena.storage, node.shape, node.dtype, offset=arena.offset + offset)
 
 
-
 def _sub_block(block, offset: int, nbytes: int):
     "Bytes [offset, offset + nbytes) of a memory block (numpy array or byte Tensor) as a block."
     if isinstance(block, np.ndarray):
