@@ -562,6 +562,24 @@ def test_warm_up_runs_each_shape_and_leaves_no_trace(model):
     assert req.tokens == contiguous(model, prompt, max_new_tokens=8).tokens
 
 
+def test_warm_up_keeps_every_graph_it_made(monkeypatch):
+    """SmolLM2's widest decode step needs the biggest arena (a row of 49,152 logits per sequence),
+    and a growth drops every graph made before it: warm_up runs its shapes again, so each one it
+    made is still there when it returns."""
+    from tffedu.runner import ModelRunner
+    from tffedu.assets import default_model_path
+    smol = tffedu.engine.load(default_model_path())
+    eng = Engine(smol, max_batch=64, token_budget=256, max_graphs=64)
+    made, executor = set(), ModelRunner.executor
+    monkeypatch.setattr(ModelRunner, "executor", lambda self, *key: made.add(key) or executor(self, *key))
+    grown = []
+    memory = ModelRunner._memory
+    monkeypatch.setattr(ModelRunner, "_memory", lambda self, n: grown.append(self.stats["arena_bytes"] < n) or memory(self, n))
+    eng.warm_up()
+    assert sum(grown[1:]) >= 1                        # a later step did grow the arena (what this test is about)
+    assert made == set(eng.runner.executors), made - set(eng.runner.executors)
+
+
 @pytest.mark.parametrize("sizes", [[0], [3, "4"], [True], [1, 10**9], [], 2.5])
 def test_warm_up_refuses_bad_sizes(model, sizes):
     eng = Engine(model, max_batch=8, token_budget=256)

@@ -704,21 +704,28 @@ def warm_up(self: Engine, sizes=None) -> int:
            or not 1 <= b <= sched.max_batch]
     if bad or not sizes:
         raise EngineError(f"warm_up: batch sizes are integers in 1..{sched.max_batch}, got {bad[:4] or sizes}")
-    # the longest prefill first: the runner's arena grows to it once (a growth drops the graphs made)
     most = min(sched.token_budget, self.model.n_ctx - 2, self.cache.num_pages * self.cache.page_size // 2)
     longs = sorted({n for n in [1 << i for i in range(7, most.bit_length())] + [most] if n >= 128}, reverse=True)
-    prompts = [[[(7 + 31 * i + 211 * n) % V for i in range(n)]] for n in longs]     # one prompt of n tokens
-    prompts += [[[(7 + 31 * i + 101 * B) % V] for i in range(B)]                     # B one-token prompts
-                for B in sorted({min(int(b), self.cache.num_pages) for b in sizes})]
+    batches = sorted({min(int(b), self.cache.num_pages) for b in sizes})
+
+    def prompts(p):                            # distinct tokens in every pass: no prefix is found cached
+        return ([[[(7 + 31 * i + 211 * n + 977 * p) % V for i in range(n)]] for n in longs]   # one of n tokens
+                + [[[(7 + 31 * i + 101 * B + 977 * p) % V] for i in range(B)] for B in batches])   # B of one
+
     with self.lock:
         if self.busy:
             raise EngineError("warm_up runs before any request: this engine has requests running or waiting")
         saved, n_hist, steps = dict(self.stats), len(self.history), 0
-        for group in prompts:                  # distinct tokens: no prefix is found cached
-            reqs = [self.add(p, max_new_tokens=2, ignore_eos=True) for p in group]
-            while not all(r.done for r in reqs):
-                self.step()
-                steps += 1
+        for p in range(2):                     # again if a later step grew the arena: that drops the graphs made
+            first = None
+            for group in prompts(p):
+                reqs = [self.add(p, max_new_tokens=2, ignore_eos=True) for p in group]
+                while not all(r.done for r in reqs):
+                    self.step()
+                    steps += 1
+                first = self.runner.stats["arena_bytes"] if first is None else first
+            if self.runner.stats["arena_bytes"] == first:
+                break
         self.stats.clear()
         self.stats.update(saved)
         del self.history[n_hist:]
