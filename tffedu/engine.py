@@ -708,23 +708,23 @@ def warm_up(self: Engine, sizes=None) -> int:
     longs = sorted({n for n in [1 << i for i in range(7, most.bit_length())] + [most] if n >= 128}, reverse=True)
     batches = sorted({min(int(b), self.cache.num_pages) for b in sizes})
 
-    def prompts(r):                            # distinct tokens in every round: no prefix is found cached
-        return ([[[(7 + 31 * i + 211 * n + 977 * r) % V for i in range(n)]] for n in longs]   # one of n tokens
-                + [[[(7 + 31 * i + 101 * B + 977 * r) % V] for i in range(B)] for B in batches])   # B of one
+    def prompts(rnd):                            # distinct tokens in every round: no prefix is found cached
+        return ([[[(7 + 31 * i + 211 * n + 977 * rnd) % V for i in range(n)]] for n in longs]   # one of n tokens
+                + [[[(7 + 31 * i + 101 * B + 977 * rnd) % V] for i in range(B)] for B in batches])   # B of one
 
     with self.lock:
         if self.busy:
             raise EngineError("warm_up runs before any request: this engine has requests running or waiting")
         saved, n_hist, steps = dict(self.stats), len(self.history), 0
-        for r in range(2):                     # again if a later step grew the arena: that drops the graphs made
-            first = None
-            for group in prompts(r):
+        for rnd in range(2):                   # again if a later step grew the arena: that drops the graphs made
+            arena = []                         # the runner's arena after each group
+            for group in prompts(rnd):
                 reqs = [self.add(ids, max_new_tokens=2, ignore_eos=True) for ids in group]
-                while not all(r.done for r in reqs):
+                while not all(req.done for req in reqs):
                     self.step()
                     steps += 1
-                first = self.runner.stats["arena_bytes"] if first is None else first
-            if self.runner.stats["arena_bytes"] == first:
+                arena.append(self.runner.stats["arena_bytes"])
+            if arena[-1] == arena[0]:
                 break
         self.stats.clear()
         self.stats.update(saved)

@@ -82,6 +82,8 @@ def shard_weights(weights: dict, cfg, s: Shard) -> dict:
     cols = {"attn_output": rows["attn_q"], "ffn_down": rows["ffn_gate"]}
     out = {}
     for name, w in weights.items():
+        if name == "output.weight":
+            continue                                    # the head: its rows only, below
         a = as_f32(w)
         part, kind = name.split(".")[-2:] if name.startswith("blk.") else (name, "")
         if part in rows:
