@@ -4,17 +4,20 @@ this).
 
     python benchmarks/race.py tffedu MODEL.gguf OUT.json                   # tffedu's rows for one model
     python benchmarks/race.py tffedu MODEL.gguf OUT.json --batch 1,4,8,16  # + pp2048, batch1..batch16
+    python benchmarks/race.py tffedu MODEL.gguf OUT.json --long            # the long-context rows alone
     python benchmarks/race.py table OUT_DIR                                # merge with llama.cpp's output
 
 tffedu's rows: pp512, tg128, tg128@d2048 and tg128 eager (no CUDA graphs) through tffedu.cli.bench;
 with --batch also pp2048 (bench with p=2048, n=0) and `batch{B}`: the aggregate decode tokens/s of
 B sequences of 128 random prompt tokens and 128 new tokens each (tffedu.engine.measure_decode, pure
-decode steps). OUT.json is rewritten after every row, so a run killed by its timeout keeps the rows
-it finished.
+decode steps). --long: only the long-context rows (issue 35), the model loaded with room for them:
+pp16384, pp32768, tg128@d8192, tg32@d16384, tg32@d32768. OUT.json is rewritten after every row, so
+a run killed by its timeout keeps the rows it finished.
 
-OUT_DIR holds tf_{model}.json (these rows), lc_{model}*.json (llama-bench -o json: pp{p}, tg{n},
-tg{n}@d{depth}) and lc_{model}_batched.jsonl (llama-batched-bench --output-format jsonl, one line
-per npl; its markdown table is read too): `batch{B}` = S_TG t/s ("speed_tg") at npl = B.
+OUT_DIR holds tf_{model}.json and tf_{model}_long.json (these rows), lc_{model}*.json (llama-bench
+-o json: pp{p}, tg{n}, tg{n}@d{depth}, and " kv TYPE" after a test of a quantized K/V cache) and
+lc_{model}_batched.jsonl (llama-batched-bench --output-format jsonl, one line per npl; its markdown
+table is read too): `batch{B}` = S_TG t/s ("speed_tg") at npl = B.
 
 `table` writes OUT_DIR/vs_llamacpp.json, rows as in benchmarks/results/h200_vs_llamacpp.json:
 {"model", "test", "tffedu_tps", "llamacpp_tps", "date"}, for every test both sides ran; prints the
@@ -37,20 +40,26 @@ sys.path.insert(0, str(ROOT))
 REPS = int(os.environ.get("REPS", 3))
 TESTS = [dict(p=512, n=128, depth=0, reps=REPS), dict(p=0, n=128, depth=2048, reps=REPS),
          dict(p=0, n=128, depth=0, reps=REPS, cuda_graphs=False)]
+LONG_TESTS = [dict(p=16384, n=0, reps=REPS), dict(p=32768, n=0, reps=REPS), dict(p=0, n=128, depth=8192, reps=REPS),
+              dict(p=0, n=32, depth=16384, reps=REPS), dict(p=0, n=32, depth=32768, reps=REPS)]
+LONG_CTX = 32768 + 256                  # the deepest test's context and its new tokens
 BATCH_PROMPT, BATCH_NEW = 128, 128      # llama-batched-bench -npp 128 -ntg 128
 
 
-def tffedu_rows(model, batch_sizes=(), emit=print):
+def tffedu_rows(model, batch_sizes=(), emit=print, long=False):
     """Run the tests on a loaded model; `emit(row)` after each. With batch sizes, also pp2048 and
-    the batch{B} decode sweep, smallest B first."""
+    the batch{B} decode sweep, smallest B first; long: LONG_TESTS instead of all of those."""
     import numpy as np
     from tffedu import cli, engine
-    for t in TESTS + ([dict(p=2048, n=0, reps=REPS)] if batch_sizes else []):
+    tests = LONG_TESTS if long else TESTS + ([dict(p=2048, n=0, reps=REPS)] if batch_sizes else [])
+    for t in tests:
         for r in cli.bench(model, **t):
             if not t.get("cuda_graphs", True):
                 r["test"] += " eager"
             emit(r)
         gc.collect()              # an Engine's pages are freed with it (runner <-> executor cycles)
+    if long:
+        return
     rng = np.random.default_rng(0)
     V = model.config.vocab_size
     prompts = [rng.integers(0, V, BATCH_PROMPT).tolist() for _ in range(max(batch_sizes, default=0))]
@@ -78,10 +87,10 @@ def generate_batch_row(model, prompts) -> dict:
                 prompt=BATCH_PROMPT, new_tokens=BATCH_NEW)
 
 
-def run_tffedu(model_path: str, out: str, batch_sizes=()) -> None:
+def run_tffedu(model_path: str, out: str, batch_sizes=(), long=False) -> None:
     import tffedu
     from tffedu.runner import device_weights
-    model = tffedu.load(model_path, device="cuda")
+    model = tffedu.load(model_path, device="cuda", **({"n_ctx": LONG_CTX} if long else {}))
     on_gpu = sum(t.nbytes for t in device_weights(model).values())
     in_file = sum(t.nbytes for t in model.weights.values())
     print(f"weights: {on_gpu / 2**30:.2f} GiB on the GPU for {in_file / 2**30:.2f} GiB of file tensors "
@@ -95,7 +104,7 @@ def run_tffedu(model_path: str, out: str, batch_sizes=()) -> None:
         tmp.write_text(json.dumps(rows))
         tmp.replace(out)          # whole rows only, even if the run is killed mid-write
 
-    tffedu_rows(model, batch_sizes, emit)
+    tffedu_rows(model, batch_sizes, emit, long)
 
 
 def _json_objects(text: str) -> list:
@@ -121,6 +130,8 @@ def llama_rows(path: pathlib.Path) -> dict:
             name = f"pp{r['n_prompt']}"
         else:
             name = f"tg{r['n_gen']}" + (f"@d{r['n_depth']}" if r.get("n_depth") else "")
+        if r.get("type_k", "f16") != "f16":
+            name += f" kv {r['type_k']}"
         out[name] = float(r["avg_ts"])
     return out
 
@@ -164,13 +175,13 @@ def table(out_dir: str) -> None:
     print("| model | test | tffedu t/s | llama.cpp t/s | ratio |")
     print("| --- | --- | ---: | ---: | ---: |")
     for tf in sorted(d.glob("tf_*.json")):
-        name = tf.stem[3:]
+        name = tf.stem[3:].removesuffix("_long")
         model = name if name.count("-") > 1 else name + "-q8_0"     # a requantized file's name has its type
         lc = {}
         for f in [d / f"lc_{name}.json", *sorted(d.glob(f"lc_{name}_d*.json"))]:
             lc.update(llama_rows(f))
         batched = d / f"lc_{name}_batched.jsonl"
-        lcb = llama_batched_rows(batched) if batched.exists() else {}
+        lcb = llama_batched_rows(batched) if batched.exists() and not tf.stem.endswith("_long") else {}
         lc.update(lcb)
         tf_batch = {}
         for r in _load_rows(tf):
@@ -214,12 +225,12 @@ def table(out_dir: str) -> None:
 
 def main(argv):
     if len(argv) >= 3 and argv[0] == "tffedu":
-        sizes = ()
+        sizes, long = (), argv[3:] == ["--long"]
         if len(argv) == 5 and argv[3] == "--batch":
             sizes = tuple(int(b) for b in argv[4].split(",") if b.strip())
-        elif len(argv) != 3:
+        elif len(argv) != 3 and not long:
             sys.exit(__doc__)
-        run_tffedu(argv[1], argv[2], sizes)
+        run_tffedu(argv[1], argv[2], sizes, long)
     elif len(argv) == 2 and argv[0] == "table":
         table(argv[1])
     else:

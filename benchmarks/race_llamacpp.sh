@@ -23,6 +23,8 @@
 # BATCH_MODELS="qwen3-8b" (of MODELS; "" for none): also pp2048 and batch{B} for B in NPL=1,4,8,16,32:
 #   llama-batched-bench -npp 128 -ntg 128 -npl $NPL (S_TG t/s) against tffedu.engine.measure_decode
 #   (B random 128-token prompts, 128 new tokens each, aggregate decode t/s).
+# LONG_MODELS="" (of MODELS): also the long-context rows (issue 35): pp16384, pp32768, tg128@d8192,
+#   tg32@d16384 and tg32@d32768, tffedu's model loaded afresh with room for 32k tokens.
 # REPS=3 repetitions. DURING_BUILD="command": run it while llama.cpp compiles (e.g. the GPU tests),
 # for at most DURING_BUILD_S=360 s. DEADLINE_S=seconds: no step starts, and none runs, past that
 # many seconds from the start (default: no deadline; each step has its own timeout), so that the
@@ -48,6 +50,7 @@ mkdir -p "$OUT_DIR" "$RAW"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT_DIR/gpu.txt"
 MODELS=${MODELS:-"qwen3-0.6b qwen3-8b"}
 BATCH_MODELS=${BATCH_MODELS-"qwen3-8b"}
+LONG_MODELS=${LONG_MODELS:-}
 NPL=${NPL:-1,4,8,16,32}
 REPS=${REPS:-3}
 
@@ -83,6 +86,18 @@ for m in $MODELS; do
         "$PYTHON" benchmarks/race.py tffedu "$f" "$RAW/tf_$m.json" ${B:+--batch "$B"} > "$RAW/tf_$m.log" 2>&1 \
         || echo "tffedu $m failed or timed out (rc $?): see tf_$m.log"
     tail -12 "$RAW/tf_$m.log"
+    in_list "$m" "$LONG_MODELS" || continue
+    (( $(left) > 60 )) || { echo "race: out of time before $m's long rows"; break; }
+    timeout -k 10 "$(cap 150)" "$LB" -m "$f" -ngl 99 -fa 1 -p 16384,32768 -n 0 -r "$REPS" -o json > "$RAW/lc_${m}_dlong_pp.json" 2>> "$RAW/lc_$m.log" \
+        || echo "llama-bench long prompts $m failed or timed out: see lc_$m.log"
+    timeout -k 10 "$(cap 120)" "$LB" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -d 8192 -r "$REPS" -o json > "$RAW/lc_${m}_dlong_8k.json" 2>> "$RAW/lc_$m.log" \
+        || echo "llama-bench -d 8192 $m failed or timed out: see lc_$m.log"
+    timeout -k 10 "$(cap 200)" "$LB" -m "$f" -ngl 99 -fa 1 -p 0 -n 32 -d 16384,32768 -r "$REPS" -o json > "$RAW/lc_${m}_dlong_32k.json" 2>> "$RAW/lc_$m.log" \
+        || echo "llama-bench -d 16384,32768 $m failed or timed out: see lc_$m.log"
+    REPS=$REPS timeout -k 10 "$(cap 300)" \
+        "$PYTHON" benchmarks/race.py tffedu "$f" "$RAW/tf_${m}_long.json" --long > "$RAW/tf_${m}_long.log" 2>&1 \
+        || echo "tffedu $m long rows failed or timed out (rc $?): see tf_${m}_long.log"
+    tail -6 "$RAW/tf_${m}_long.log"
 done
 "$PYTHON" benchmarks/race.py table "$RAW" | tee "$OUT_DIR/vs_llamacpp.md"
 cp "$RAW/vs_llamacpp.json" "$RAW/batch_sweep.json" "$OUT_DIR/"

@@ -172,3 +172,31 @@ def test_tffedu_rows(race, monkeypatch):
     rows.clear()
     race.tffedu_rows(model, (), rows.append)                 # no --batch: the tests as before
     assert [r["test"] for r in rows] == ["pp512", "tg128", "tg128@d2048", "tg128 eager"]
+    rows.clear()
+    race.tffedu_rows(model, (1, 4), rows.append, long=True)  # --long: the long-context rows alone
+    assert [r["test"] for r in rows] == ["pp16384", "pp32768", "tg128@d8192", "tg32@d16384", "tg32@d32768"]
+
+
+def test_table_long_rows(race, tmp_path, capsys):
+    """tf_{model}_long.json joins llama-bench's -d 8192 / -d 16384,32768 / -p 16384,32768 rows under the
+    model's name; a row of an 8-bit K/V cache (-ctk q8_0) is a test of its own, not the F16 one."""
+    fake_out(tmp_path, batched_jsonl())
+    (tmp_path / "lc_qwen3-8b_dlong_pp.json").write_text(llama_bench_json([(16384, 0, 0, 9807.0), (32768, 0, 0, 8000.5)]))
+    (tmp_path / "lc_qwen3-8b_dlong_8k.json").write_text(llama_bench_json([(0, 128, 8192, 215.5)]))
+    (tmp_path / "lc_qwen3-8b_dlong_32k.json").write_text(llama_bench_json([(0, 32, 16384, 185.0), (0, 32, 32768, 150.25)]))
+    (tmp_path / "lc_qwen3-8b_dlong_q8.json").write_text(
+        llama_bench_json([(0, 32, 16384, 190.5)]).replace('"type_k": "f16"', '"type_k": "q8_0"'))
+    (tmp_path / "tf_qwen3-8b_long.json").write_text(json.dumps(
+        [dict(test="pp16384", tps=21100.0), dict(test="pp32768", tps=16000.0), dict(test="tg128@d8192", tps=300.0),
+         dict(test="tg32@d16384", tps=207.0), dict(test="tg32@d32768", tps=150.0),
+         dict(test="tg32@d16384 kv q8_0", tps=230.0)]))
+    race.table(str(tmp_path))
+    rows = json.loads((tmp_path / "vs_llamacpp.json").read_text())
+    got = {r["test"]: (r["tffedu_tps"], r["llamacpp_tps"]) for r in rows if r["model"] == "qwen3-8b-q8_0"}
+    assert got["pp16384"] == (21100.0, 9807.0) and got["pp32768"] == (16000.0, 8000.5)
+    assert got["tg128@d8192"] == (300.0, 215.5) and got["tg32@d16384"] == (207.0, 185.0)
+    assert got["tg32@d32768"] == (150.0, 150.25) and got["tg128"] == (278.24, 242.21)
+    assert got["tg32@d16384 kv q8_0"] == (230.0, 190.5)
+    sweep = json.loads((tmp_path / "batch_sweep.json").read_text())
+    assert [s["batch"] for s in sweep] == [1, 4, 8, 16, 32]            # the long file adds no sweep rows
+    assert "| qwen3-8b-q8_0 | tg32@d16384 | 207.0 | 185.0 | 1.12x |" in capsys.readouterr().out
