@@ -175,13 +175,14 @@ def table(out_dir: str) -> None:
     print("| model | test | tffedu t/s | llama.cpp t/s | ratio |")
     print("| --- | --- | ---: | ---: | ---: |")
     for tf in sorted(d.glob("tf_*.json")):
+        long = tf.stem.endswith("_long")                          # --long's rows: no batch sweep
         name = tf.stem[3:].removesuffix("_long")
         model = name if name.count("-") > 1 else name + "-q8_0"     # a requantized file's name has its type
         lc = {}
         for f in [d / f"lc_{name}.json", *sorted(d.glob(f"lc_{name}_d*.json"))]:
             lc.update(llama_rows(f))
         batched = d / f"lc_{name}_batched.jsonl"
-        lcb = llama_batched_rows(batched) if batched.exists() and not tf.stem.endswith("_long") else {}
+        lcb = llama_batched_rows(batched) if batched.exists() and not long else {}
         lc.update(lcb)
         tf_batch = {}
         for r in _load_rows(tf):

@@ -28,7 +28,7 @@ from .kvcache import KVCache
 from .memory import get_allocator
 from . import model as _model
 from .model import Generation, _stop_list, token_ids
-from .runner import ModelRunner, Pending, StepInput, device_weights, page_type
+from .runner import ModelRunner, Pending, StepInput, bucket, device_weights, page_type
 from .sampling import SamplingParams, sample
 
 # %% auto #0
@@ -698,7 +698,7 @@ def warm_up(self: Engine, sizes=None) -> int:
     before any request; returns the steps taken."""
     sched, V = self.scheduler, self.model.config.vocab_size
     if sizes is None:
-        sizes = [1 << i for i in range(sched.max_batch.bit_length())] + [sched.max_batch]
+        sizes = sorted({min(bucket(b), sched.max_batch) for b in range(1, sched.max_batch + 1)})
     sizes = list(sizes) if isinstance(sizes, (list, tuple, range)) else [sizes]
     bad = [b for b in sizes if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer))
            or not 1 <= b <= sched.max_batch]

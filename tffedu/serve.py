@@ -702,8 +702,10 @@ class Service:
         if engine is None:
             drop_engine(model)                     # on a GPU, the model's shared engine leaves its pages
             engine = Engine(model, **engine_options)
-        if model.device != "cpu" if warm_up is None else warm_up:
-            engine.warm_up()                       # first steps (compiles, captures) before any request
+        if warm_up is None:
+            warm_up = model.device != "cpu"        # compiles and captures: a GPU's first steps
+        if warm_up:
+            engine.warm_up()                       # those first steps, before any request
         self.loop = EngineLoop(engine, max_queue, speculative)
         self.metrics = Metrics(self.loop)
         path = getattr(model.source, "path", None)
