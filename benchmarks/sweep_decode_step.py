@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tilings chosen where they run: the whole replayed decode step of one sequence, GPU time only.
 
-    python benchmarks/sweep_decode_step.py MODEL.gguf [--gemv] [--direct] [--attn] [--json out.json]
+    python benchmarks/sweep_decode_step.py MODEL.gguf [--gemv] [--direct] [--attn] [--splits] [--json out.json]
 
 A GEMV tiling that wins alone (chapter 11's sweep) need not win in a step, where the kernel before
 it is still draining and programmatic dependent launch overlaps the two. So each candidate is put
@@ -13,7 +13,10 @@ the output head), one role at a time against the defaults, then the best of each
 roles told apart by epilogue and K, so a block's matmuls that are not fused (q, k, v of two types in a
 _K_M file) share the head's key (a model of those formats: `make_gguf.py --type q4_0`, or a K-quant
 file; DIRECT_GEMV[1] is what a role not overridden takes);
---attn: the decode attention's keys per split (VARLEN_SPLIT), UNROLL and NWARPS at depth 2048 and 0.
+--attn: the decode attention's keys per split (VARLEN_SPLIT), UNROLL and NWARPS at depth 2048 and 0;
+--splits: long contexts (the model loaded with room for 32k tokens): the most splits a sequence is cut
+into (VARLEN_MAX_SPLITS; 0: splits of VARLEN_SPLIT keys however long) at depths 4k, 16k and 32k,
+then UNROLL and NWARPS at 32k with the best bound.
 """
 import argparse
 import json
@@ -35,6 +38,10 @@ GEMV_CANDIDATES = {"gate/up": [(2, 4, 2), (2, 2, 2), (1, 8, 2), (2, 4, 3), (4, 2
 DIRECT_CANDIDATES = [(1, 4, 1), (1, 4, 2), (1, 4, 3), (2, 4, 1), (2, 4, 2), (1, 8, 2), (1, 2, 2), (2, 2, 1)]
 # (keys per split, UNROLL, NWARPS) of the decode attention
 ATTN_CANDIDATES = [(s, u, w) for s in (128, 256, 512) for u, w in ((4, 8), (8, 8), (4, 4), (8, 4), (2, 8), (16, 4))]
+# the most splits per sequence, and (UNROLL, NWARPS) at 32k tokens
+SPLIT_BOUNDS = (0, 16, 32, 64)
+LONG_DEPTHS = (4096, 16384, 32768)
+LONG_CANDIDATES = [(4, 8), (8, 8), (4, 4), (2, 8), (8, 4), (4, 16)]
 
 
 def main():
@@ -43,6 +50,7 @@ def main():
     ap.add_argument("--gemv", action="store_true")
     ap.add_argument("--direct", action="store_true")
     ap.add_argument("--attn", action="store_true")
+    ap.add_argument("--splits", action="store_true")
     ap.add_argument("--json", type=pathlib.Path)
     a = ap.parse_args()
 
@@ -53,7 +61,7 @@ def main():
     from tffedu.ops import cuda_quant as cq
     from tffedu.ops.cuda import time_all
 
-    model = tffedu.load(a.model, device="cuda", n_ctx=4096)
+    model = tffedu.load(a.model, device="cuda", n_ctx=LONG_DEPTHS[-1] + 256 if a.splits else 4096)
     c = model.config
     eng = Engine(model, max_batch=1, prefix_caching=False, token_budget=2049)
     rng = np.random.default_rng(0)
@@ -102,7 +110,7 @@ def main():
               f"({100 * (together / base - 1):+.2f}%)", flush=True)
         over.clear()
 
-    out = dict(model=a.model.name, gemv=[], direct=[], attn=[])
+    out = dict(model=a.model.name, gemv=[], direct=[], attn=[], splits=[])
     qkv = c.n_head * c.head_dim
     if a.gemv:
         roles = {"gate/up": ("pair", c.ffn_size, c.hidden_size), "down": ("res", c.hidden_size, c.ffn_size),
@@ -132,6 +140,23 @@ def main():
                 out["attn"].append(dict(depth=depth, split=s, unroll=u, warps=w, ms=t))
                 print(f"depth {depth} split {s} unroll {u} warps {w}: {t:.4f} ms", flush=True)
         ca.VARLEN_SPLIT = split0
+        ca.DECODE.update(dec0)
+    if a.splits:
+        bound0, dec0 = ca.VARLEN_MAX_SPLITS, dict(ca.DECODE)
+        for depth in LONG_DEPTHS:
+            for bound in SPLIT_BOUNDS:
+                ca.VARLEN_MAX_SPLITS = bound
+                t = step_ms(depth)
+                out["splits"].append(dict(depth=depth, max_splits=bound, **dec0, ms=t))
+                print(f"depth {depth} max splits {bound}: {t:.4f} ms", flush=True)
+        top = min((r for r in out["splits"] if r["depth"] == LONG_DEPTHS[-1]), key=lambda r: r["ms"])
+        ca.VARLEN_MAX_SPLITS = top["max_splits"]
+        for u, w in LONG_CANDIDATES:
+            ca.DECODE.update(UNROLL=u, NWARPS=w)
+            t = step_ms(LONG_DEPTHS[-1])
+            out["splits"].append(dict(depth=LONG_DEPTHS[-1], max_splits=top["max_splits"], UNROLL=u, NWARPS=w, ms=t))
+            print(f"depth {LONG_DEPTHS[-1]} max splits {top['max_splits']} unroll {u} warps {w}: {t:.4f} ms", flush=True)
+        ca.VARLEN_MAX_SPLITS = bound0
         ca.DECODE.update(dec0)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))

@@ -11,6 +11,9 @@
 // kernel merges the splits:  m = max m_s,  l = sum l_s 2^(m_s - m),  o = sum acc_s 2^(m_s - m) / l.
 // A sliding window (window > 0) makes the keys the last `window` of the sequence, and the splits
 // cut those: the pages before them are never read (and may be gone: -1 in the table).
+// Each sequence cuts its own keys (`split_keys`): splits of split_len keys, made longer by whole
+// multiples when that would take more than max_splits of them, so a 32k-token sequence merges 32
+// states of 1,024 keys instead of 256 of 128, and a short one in the same batch still gets short ones.
 #include "common.cuh"
 
 #ifndef HEAD_DIM
@@ -37,6 +40,21 @@ __device__ __forceinline__ void h8_to_f8(const uint4& raw, float* f) {
 #pragma unroll
     for (int i = 0; i < 4; i++) { float2 v = __half22float2(h[i]); f[2 * i] = v.x; f[2 * i + 1] = v.y; }
 }
+// Keys per split of a sequence with `keys` keys: split_len, or the least multiple of it that leaves
+// at most max_splits splits (max_splits 0: split_len always). From the sequence's own length only,
+// so its splits, and its numbers to the last bit, do not depend on the batch around it.
+__device__ __forceinline__ int split_keys(int keys, int split_len, int max_splits) {
+    keys = max(keys, 0);
+    if (max_splits <= 0) return split_len;
+    const int n = keys == 0 ? 0 : (keys - 1) / split_len + 1;
+    return split_len * max(1, (n + max_splits - 1) / max_splits);
+}
+
+// A sequence's length as the kernels count it: within [0, what its page table can hold].
+__device__ __forceinline__ int clamp_len(int L, int max_pages, int page_size) {
+    return (int)min(max((long long)L, 0LL), min((long long)max_pages * page_size, 0x7fffffffLL));
+}
+
 // merge another softmax state (m2, l2, acc2) into (m, l, acc): the flash-decoding rule
 __device__ __forceinline__ void merge_state(float& m, float& l, float* acc, float m2, float l2, const float* acc2) {
     const float M = fmaxf(m, m2), b = M == -INFINITY ? 0.f : M;
@@ -73,7 +91,7 @@ extern "C" __global__ void __launch_bounds__(NWARPS * 32)
 paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
                   const int* __restrict__ page_table, int max_pages, int n_pages, const int* __restrict__ seq_lens,
                   float* __restrict__ part_o, float* __restrict__ part_ml, float* __restrict__ out,
-                  int Hkv, int page_size, int split_len, float scale_log2, int window) {
+                  int Hkv, int page_size, int split_len, int max_splits, float scale_log2, int window) {
     pdl_wait();
     __shared__ float s_acc[NWARPS][GROUP][HEAD_DIM];
     __shared__ float s_m[NWARPS][GROUP], s_l[NWARPS][GROUP];
@@ -81,8 +99,10 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     const int Hq = Hkv * GROUP;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int d0 = (lane % LPK) * 8;
-    const int L = seq_lens[b], lo = window > 0 ? max(L - window, 0) : 0;   // keys lo .. L-1
-    const int start = lo + split * split_len, end = min(start + split_len, L);
+    // a hostile length counts only what the table can hold: no block loops past its own split
+    const int L = clamp_len(seq_lens[b], max_pages, page_size), lo = window > 0 ? max(L - window, 0) : 0;
+    const int sl = split_keys(L - lo, split_len, max_splits);
+    const int start = lo + split * sl, end = min(start + sl, L);
     const int* pt = page_table + (size_t)b * max_pages;
     if (S > 1 && start >= L) return;                        // an empty split: the reduce skips it
 
@@ -196,13 +216,14 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
 PDL_READY(paged_attn_decode);
 
 // Merge the splits: grid (B * Hq), block HEAD_DIM threads (whole warps when QUANT). Only the
-// splits that hold keys are read, n = ceil(keys / split_len) of the S (the decode kernel writes
+// splits that hold keys are read, n = ceil(keys / split length) of the S (the decode kernel writes
 // nothing for the others): a 2,000-token context in a table bucketed to 4,096 merges 16, not 32.
 // The loads of one pass do not depend on each other, so they are unrolled to be in flight together;
 // the sums run over the splits in order, as a loop over all S would (an empty split adds 0).
 extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                              float* __restrict__ out, int S, const int* __restrict__ seq_lens,
-                                             int Hq, int split_len, int window) {
+                                             int Hq, int split_len, int max_splits, int max_pages, int page_size,
+                                             int window) {
     pdl_wait();
     constexpr int W = HEAD_DIM < 32 ? HEAD_DIM : 32;           // lanes of each warp of the block
     constexpr unsigned MASK = W == 32 ? 0xffffffffu : (1u << W) - 1u;
@@ -210,8 +231,8 @@ extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, c
     __shared__ float s_max[NW];
     const size_t row = blockIdx.x;
     const int d = threadIdx.x;
-    const int L = seq_lens[row / Hq], keys = window > 0 ? min(L, window) : L;
-    const int n = min(S, (keys + split_len - 1) / split_len);
+    const int L = clamp_len(seq_lens[row / Hq], max_pages, page_size), keys = window > 0 ? min(L, window) : L;
+    const int sl = split_keys(keys, split_len, max_splits), n = keys == 0 ? 0 : min(S, (keys - 1) / sl + 1);
     const float* ml = part_ml + row * S * 2;
     float M = -INFINITY;                                       // the max over the splits: the block's
     for (int s = d; s < n; s += HEAD_DIM) M = fmaxf(M, ml[2 * s]);   // threads take one split each,

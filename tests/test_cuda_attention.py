@@ -418,6 +418,40 @@ def test_paged_decode_mostly_empty_splits(A, rng, D):
         assert frob(host(out), decode_ref(q, kp, vp, tab, ln)) < 2e-5
 
 
+
+@gpu
+@pytest.mark.parametrize("max_splits", [0, 1, 3, 32])
+def test_varlen_decode_splits_scale_with_each_sequence(A, rng, monkeypatch, max_splits):
+    """The engine's decode (`paged_attention_varlen`, decode=True) cuts each sequence into at most
+    VARLEN_MAX_SPLITS splits of a multiple of VARLEN_SPLIT keys, from its own length (0: fixed splits):
+    right against float64 for lengths of one split, a few and many, and a sequence decoded alone in a
+    table of another width gives the same bits as in the batch. `paged_attention_decode` whose
+    max_seq_len undershoots the lengths still reads every key (its splits grow, the grid stays)."""
+    from tffedu.factory import OPS
+    monkeypatch.setattr(A, "VARLEN_SPLIT", 16)
+    monkeypatch.setattr(A, "VARLEN_MAX_SPLITS", max_splits)
+    lens = [1, 16, 17, 130, 700, 2500]
+    B, Hkv, G, D, ps = len(lens), 2, 4, 128, 16
+    q, kp, vp, tab, ln = make_cache(B, G * Hkv, Hkv, D, ps, lens, rng)
+    want = decode_ref(q, kp, vp, tab, ln)
+    varlen = OPS.get("paged_attention_varlen", "cuda")
+
+    def decode(rows, table):
+        n = len(rows)
+        kv = np.zeros((n, Hkv, D), np.float32)                  # slots -1: this step stores nothing
+        return host(varlen(dev(q[rows]), dev(kv), dev(kv), dev(kp), dev(vp), dev(np.full(n, -1, np.int32)),
+                           dev(table), dev(ln[rows]), dev(np.arange(n + 1, dtype=np.int32)),
+                           dev(ln[rows] - 1), decode=True))
+    got = decode(np.arange(B), tab)
+    assert frob(got, want) < 2e-5
+    for b in (3, 5):                                            # alone, in a table 3x as wide
+        wide = np.full((1, 3 * tab.shape[1]), -1, np.int32)
+        wide[0, :tab.shape[1]] = tab[b]
+        assert np.array_equal(decode(np.array([b]), wide)[0], got[b]), b
+    out = poisoned(q.shape)
+    A.paged_attention_decode(dev(q), dev(kp), dev(vp), dev(tab), dev(ln), out=out, max_seq_len=100)
+    assert frob(host(out), want) < 2e-5
+
 @gpu
 @pytest.mark.parametrize("T,Hq,Hk,Dh,n_dims", [(1, 32, 8, 128, None), (3, 4, 2, 64, 48), (5, 2, 1, 32, None)])
 def test_qk_norm_rope_store_is_the_pair_and_kv_store(A, C, rng, T, Hq, Hk, Dh, n_dims):

@@ -24,10 +24,10 @@ from .cuda_gemm import _kernel90a, wgmma_available                       # chapt
 from .cuda_q8_gemm import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, tensor_map  # and TMA maps
 
 # %% auto #0
-__all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'VARLEN_SPLIT', 'flash_attention', 'sliding_window',
-           'flash_head_dim_ok', 'flash_launch', 'attention', 'cast_or_copy', 'choose_splits', 'decode_head_dim_ok',
-           'paged_attention_decode', 'decode_launch', 'kv_store_raw', 'kv_store', 'qk_norm_rope_store',
-           'prefill_launch', 'paged_attention', 'paged_attention_varlen', 'paged_attention_q8']
+__all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'VARLEN_SPLIT', 'VARLEN_MAX_SPLITS', 'flash_attention',
+           'sliding_window', 'flash_head_dim_ok', 'flash_launch', 'attention', 'cast_or_copy', 'choose_splits',
+           'decode_head_dim_ok', 'paged_attention_decode', 'decode_launch', 'kv_store_raw', 'kv_store',
+           'qk_norm_rope_store', 'prefill_launch', 'paged_attention', 'paged_attention_varlen', 'paged_attention_q8']
 
 # %% ../../notebooks/12_attention.ipynb #012acba0
 # Default kernel and tile shape, from the H200 sweep (section 6): v3 with the heads-first grid and
@@ -341,27 +341,31 @@ def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: fl
     part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
     decode_launch(ptr(q, "q"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(page_tables, "page_tables"),
                   ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps, max_pages, P, S, split_len,
-                  part_o, part_ml, scale, stream, config, window=window)
+                  part_o, part_ml, scale, stream, config, window=window, max_splits=S)
     return out
 
 
 def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, n_pages, S, split_len, part_o, part_ml,
-                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0) -> None:
+                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0,
+                  max_splits: int = 0) -> None:
     """The launches behind `paged_attention_decode` (split kernel, then the merge when S > 1);
     `quant`: the output is written as packed int8 activations (the kernels' QUANT, D % 32 == 0);
-    `window` > 0: the splits start at each sequence's oldest visible key."""
+    `window` > 0: the splits start at each sequence's oldest visible key; `max_splits` > 0: each
+    sequence lengthens its splits by whole multiples of split_len to need no more than that many
+    (`split_keys` in the kernel; S, the grid, must be at least max_splits or what split_len needs)."""
     scale, window = 1.0 / math.sqrt(D) if scale is None else float(scale), sliding_window(window)
     cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv, **({"QUANT": 1} if quant else {})}
     while cfg["NWARPS"] > 1 and cfg["NWARPS"] * cfg["GROUP"] * (D + 2) * 4 > 48 * 1024:
         cfg["NWARPS"] //= 2                      # the per-warp merge buffers must fit in 48 KB
-    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPPPPiiifi", cfg)
+    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPPPPiiiifi", cfg)
     launch(fn, (B, Hkv, S), (32 * cfg["NWARPS"],), stream, qp, kp, vp, tp, np.int32(max_pages), np.int32(n_pages), lp,
            np.uintp(part_o), np.uintp(part_ml), op, np.int32(Hkv), np.int32(ps), np.int32(split_len),
-           np.float32(scale * math.log2(math.e)), np.int32(window))
+           np.int32(max_splits), np.float32(scale * math.log2(math.e)), np.int32(window))
     if S > 1:
-        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPiPiii", {"HEAD_DIM": D, **({"QUANT": 1} if quant else {})})
+        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPiPiiiiii", {"HEAD_DIM": D, **({"QUANT": 1} if quant else {})})
         launch(red, (B * Hq,), (D,), stream, np.uintp(part_o), np.uintp(part_ml), op, np.int32(S), lp,
-               np.int32(Hq), np.int32(split_len), np.int32(window))
+               np.int32(Hq), np.int32(split_len), np.int32(max_splits), np.int32(max_pages), np.int32(ps),
+               np.int32(window))
 
 # %% ../../notebooks/12_attention.ipynb #7967a8a5
 def kv_store_raw(k, v, kp: int, vp: int, slots, cache_kind: str, row: int, n_slots: int, stream=None) -> None:
@@ -453,12 +457,15 @@ def paged_attention(q, k_pages, v_pages, page_table, seq_len: int, scale: float 
     return out
 
 # %% ../../notebooks/12_attention.ipynb #9db7d982
-VARLEN_SPLIT = 128   # keys per split of a decode step: fixed, so a sequence's splits (and its
-                     # numbers, to the last bit) do not depend on the batch it is decoded in
+VARLEN_SPLIT = 128       # keys per split of a decode step, and at most VARLEN_MAX_SPLITS splits: a
+VARLEN_MAX_SPLITS = 32   # longer sequence takes longer splits (split_keys), from its own length, so
+                         # its numbers (to the last bit) do not depend on the batch it is decoded in
 
 
 def _varlen_splits(max_len: int) -> tuple[int, int]:
-    return -(-max(1, max_len) // VARLEN_SPLIT), VARLEN_SPLIT
+    "(grid splits, keys per split) of a decode step over page tables of max_len keys."
+    S = -(-max(1, max_len) // VARLEN_SPLIT)
+    return (min(S, VARLEN_MAX_SPLITS) if VARLEN_MAX_SPLITS > 0 else S), VARLEN_SPLIT
 
 
 def _varlen_pieces(N: int, Hq: int, D: int, Hkv: int, B: int, max_len: int, decode: bool) -> list[int]:
@@ -546,7 +553,8 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
             S = min(S, -(-window // split_len))
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
         decode_launch(ptr(q, "q"), kp, vp, tp, ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps,
-                      max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant, window=window)
+                      max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant, window=window,
+                      max_splits=VARLEN_MAX_SPLITS)
         return out
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
     if flash_head_dim_ok(D):
