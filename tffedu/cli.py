@@ -186,6 +186,9 @@ def _chat_turn(model, tok, messages, args, extra, hidden):
         return "".join(reply).strip()
 
 
+BENCH_FILL = 4096   # a tg test's context is written in prefill steps of at most this many tokens
+
+
 def bench(model, p: int = 512, n: int = 128, depth: int = 0, reps: int = 3,
           cuda_graphs: bool = True) -> list[dict]:
     """llama-bench's two tests through the engine: `pp{p}` = prompt tokens per second of a fresh
@@ -196,8 +199,10 @@ def bench(model, p: int = 512, n: int = 128, depth: int = 0, reps: int = 3,
     from .engine import Engine
     V = model.config.vocab_size
     rng = np.random.default_rng(0)
-    eng = Engine(model, max_batch=1, token_budget=max(p, depth + 1), prefix_caching=False,
-                 cuda_graphs=cuda_graphs)          # each prompt in one step: no chunked prefill
+    # the pp prompt in one step (no chunked prefill); a deep tg context in chunks of BENCH_FILL, as
+    # llama-bench fills it in batches: one step of 32,769 tokens would plan activations for 65,536
+    eng = Engine(model, max_batch=1, token_budget=max(p, min(depth + 1, BENCH_FILL)), prefix_caching=False,
+                 cuda_graphs=cuda_graphs)
 
     def prefill(n_tok):   # seconds of one prefill step of n_tok fresh random tokens
         req = eng.add(rng.integers(0, V, n_tok).tolist(), max_new_tokens=1, ignore_eos=True)
