@@ -16,7 +16,7 @@ file; DIRECT_GEMV[1] is what a role not overridden takes);
 --attn: the decode attention's keys per split (VARLEN_SPLIT), UNROLL and NWARPS at depth 2048 and 0;
 --splits: long contexts (the model loaded with room for 32k tokens): the most splits a sequence is cut
 into (VARLEN_MAX_SPLITS; 0: splits of VARLEN_SPLIT keys however long) at depths 4k, 16k and 32k,
-then UNROLL, NWARPS and PREFETCH at 16k and 32k with the best bound.
+then UNROLL and NWARPS at 32k with the best bound.
 """
 import argparse
 import json
@@ -38,10 +38,10 @@ GEMV_CANDIDATES = {"gate/up": [(2, 4, 2), (2, 2, 2), (1, 8, 2), (2, 4, 3), (4, 2
 DIRECT_CANDIDATES = [(1, 4, 1), (1, 4, 2), (1, 4, 3), (2, 4, 1), (2, 4, 2), (1, 8, 2), (1, 2, 2), (2, 2, 1)]
 # (keys per split, UNROLL, NWARPS) of the decode attention
 ATTN_CANDIDATES = [(s, u, w) for s in (128, 256, 512) for u, w in ((4, 8), (8, 8), (4, 4), (8, 4), (2, 8), (16, 4))]
-# the most splits per sequence, and (UNROLL, NWARPS, PREFETCH) at 16k and 32k tokens
+# the most splits per sequence, and (UNROLL, NWARPS) at 32k tokens
 SPLIT_BOUNDS = (0, 16, 32, 64)
 LONG_DEPTHS = (4096, 16384, 32768)
-LONG_CANDIDATES = [(4, 8, 1), (4, 8, 0), (2, 8, 1), (4, 4, 1), (2, 16, 1), (4, 16, 1)]
+LONG_CANDIDATES = [(4, 8), (8, 8), (4, 4), (2, 8), (8, 4), (4, 16)]
 
 
 def main():
@@ -151,17 +151,13 @@ def main():
                 print(f"depth {depth} max splits {bound}: {t:.4f} ms", flush=True)
         top = min((r for r in out["splits"] if r["depth"] == LONG_DEPTHS[-1]), key=lambda r: r["ms"])
         ca.VARLEN_MAX_SPLITS = top["max_splits"]
-        for depth in LONG_DEPTHS[1:]:
-            for u, w, pf in LONG_CANDIDATES:
-                ca.DECODE.update(UNROLL=u, NWARPS=w, PREFETCH=pf)
-                t = step_ms(depth)
-                out["splits"].append(dict(depth=depth, max_splits=top["max_splits"], UNROLL=u, NWARPS=w, PREFETCH=pf,
-                                          ms=t))
-                print(f"depth {depth} max splits {top['max_splits']} unroll {u} warps {w} prefetch {pf}: {t:.4f} ms",
-                      flush=True)
-            ca.DECODE.clear()
-            ca.DECODE.update(dec0)
+        for u, w in LONG_CANDIDATES:
+            ca.DECODE.update(UNROLL=u, NWARPS=w)
+            t = step_ms(LONG_DEPTHS[-1])
+            out["splits"].append(dict(depth=LONG_DEPTHS[-1], max_splits=top["max_splits"], UNROLL=u, NWARPS=w, ms=t))
+            print(f"depth {LONG_DEPTHS[-1]} max splits {top['max_splits']} unroll {u} warps {w}: {t:.4f} ms", flush=True)
         ca.VARLEN_MAX_SPLITS = bound0
+        ca.DECODE.update(dec0)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
 

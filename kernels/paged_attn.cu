@@ -28,9 +28,6 @@
 #ifndef UNROLL
 #define UNROLL 4            // keys a slot loads before it uses the first: bytes in flight
 #endif
-#ifndef PREFETCH
-#define PREFETCH 1          // 1: the page rows of a slot's next keys are looked up while this group loads
-#endif
 #ifndef QUANT
 #define QUANT 0             // 1: out is written as packed int8 activations (see write_out)
 #endif
@@ -90,9 +87,7 @@ __device__ __forceinline__ void write_out(float* out, size_t i, float v, size_t 
 // Grid (B, Hkv, n_splits), block NWARPS*32. Each slot (LPK lanes) runs its own online softmax
 // over its keys, UNROLL at a time (one max, one rescale per group of UNROLL keys); at the end the
 // slots of a warp merge through shuffles, the warps of the block through shared memory.
-// (GROUP <= 4: 16 warps an SM, at most 128 registers a thread; a register more would halve the blocks
-// an SM holds. A larger group keeps its q and acc in registers at one block an SM instead of spilling.)
-extern "C" __global__ void __launch_bounds__(NWARPS * 32, GROUP > 4 || NWARPS >= 16 ? 1 : 16 / NWARPS)
+extern "C" __global__ void __launch_bounds__(NWARPS * 32)
 paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
                   const int* __restrict__ page_table, int max_pages, int n_pages, const int* __restrict__ seq_lens,
                   float* __restrict__ part_o, float* __restrict__ part_ml, float* __restrict__ out,
@@ -124,24 +119,15 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
         for (int i = 0; i < 8; i++) acc[gi][i] = 0.f;
     }
 
-    // The loop bound is the same for every lane of a warp (shuffles need all 32). A key's row in the
-    // pool needs its page id first, a load of its own: with PREFETCH the ids of the next group are
-    // loaded while this group's K/V are, so each group waits for one round trip to memory, not two.
-    const int base0 = start + warp * KPW;
-    long next[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; u++) {
-        const int tk = base0 + u * NSLOT + lane / LPK;
-        next[u] = PREFETCH && tk < end ? page_row(pt, tk, page_size, max_pages, n_pages) : -1;
-    }
-    for (int base = base0; base < end; base += NSLOT * UNROLL) {
+    // the loop bound is the same for every lane of a warp (shuffles need all 32)
+    for (int base = start + warp * KPW; base < end; base += NSLOT * UNROLL) {
         uint4 kr[UNROLL], vr[UNROLL];
         bool ok[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {                  // issue every load first
             const int tk = base + u * NSLOT + lane / LPK;
             ok[u] = tk < end;
-            const long pr = PREFETCH ? next[u] : ok[u] ? page_row(pt, tk, page_size, max_pages, n_pages) : -1;
+            const long pr = ok[u] ? page_row(pt, tk, page_size, max_pages, n_pages) : -1;
             if (pr >= 0) {
                 const size_t off = ((size_t)pr * Hkv + kvh) * HEAD_DIM + d0;
                 kr[u] = *reinterpret_cast<const uint4*>(Kc + off);
@@ -150,13 +136,6 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
                 kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
             }
         }
-#if PREFETCH
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            const int tk = base + NSLOT * UNROLL + u * NSLOT + lane / LPK;
-            next[u] = tk < end ? page_row(pt, tk, page_size, max_pages, n_pages) : -1;
-        }
-#endif
         float s[UNROLL][GROUP];                             // scores (base 2), then probabilities
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {

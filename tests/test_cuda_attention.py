@@ -394,8 +394,7 @@ def test_paged_decode(A, rng, ps, G, D, splits):
 
 @gpu
 @pytest.mark.parametrize("cfg", [{"NWARPS": 2, "UNROLL": 1}, {"NWARPS": 8, "UNROLL": 2}, {"NWARPS": 4, "UNROLL": 8},
-                                 {"NWARPS": 8, "UNROLL": 8}, {"NWARPS": 4, "UNROLL": 2}, {"NWARPS": 8, "UNROLL": 4},
-                                 {"NWARPS": 8, "UNROLL": 4, "PREFETCH": 0}, {"NWARPS": 16, "UNROLL": 2}])
+                                 {"NWARPS": 8, "UNROLL": 8}, {"NWARPS": 4, "UNROLL": 2}, {"NWARPS": 8, "UNROLL": 4}])
 def test_paged_decode_configs_long(A, rng, cfg):
     q, kp, vp, tab, ln = make_cache(2, 16, 2, 128, 32, [9000, 4097], rng)
     out = poisoned(q.shape)
