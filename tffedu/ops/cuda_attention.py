@@ -319,7 +319,8 @@ def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: fl
     """One new token per sequence: q f32 [B, Hq, D]; k/v_pages f16 [P, page_size, Hkv, D];
     page_tables int32 [B, max_pages]; seq_lens int32 [B] (the new token's K/V already stored)
     -> f32 [B, Hq, D]. The splits are sized for max_seq_len (default: what the page tables can
-    hold), never by reading seq_lens back: a sequence shorter than that leaves splits empty.
+    hold), never by reading seq_lens back: a sequence shorter than that leaves splits empty, and
+    a longer one (max_seq_len too small) lengthens its splits to fit the grid.
     window > 0: the new token sees its sequence's last `window` keys, and the splits cut only those."""
     B, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
     P, ps, Hkv, Dk = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
