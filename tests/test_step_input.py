@@ -101,3 +101,16 @@ def test_positions_outside_a_sequence_are_refused(cache, start, n):
     L = cache.seq_len(4)
     with pytest.raises(KVCacheError, match=r"sequence 4: positions .* outside its %d tokens" % L):
         StepInput.build(cache, "prefill", [1, 4], [0, start], [1, n])
+
+
+def test_buckets_double_then_step():
+    """A bucket holds its n: powers of two up to BUCKET_STEP (a handful of shapes for every batch),
+    then multiples of it, so a long prompt pads fewer than BUCKET_STEP rows, not up to n - 1."""
+    from tffedu.runner import BUCKET_STEP
+    for n in [1, 2, 3, 5, 100, 4095, 4096, 4097, 8192, 8193, 20000, 32768, 32769, 100001]:
+        b = bucket(n)
+        assert b >= n
+        if n <= BUCKET_STEP:
+            assert b & (b - 1) == 0 and b < 2 * n
+        else:
+            assert b % BUCKET_STEP == 0 and b - n < BUCKET_STEP

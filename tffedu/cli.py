@@ -200,7 +200,7 @@ def bench(model, p: int = 512, n: int = 128, depth: int = 0, reps: int = 3,
     V = model.config.vocab_size
     rng = np.random.default_rng(0)
     # the pp prompt in one step (no chunked prefill); a deep tg context in chunks of BENCH_FILL, as
-    # llama-bench fills it in batches: one step of 32,769 tokens would plan activations for 65,536
+    # llama-bench fills it in batches: the activations of a 4,096-row step, not of a 32,769-row one
     eng = Engine(model, max_batch=1, token_budget=max(p, min(depth + 1, BENCH_FILL)), prefix_caching=False,
                  cuda_graphs=cuda_graphs)
 

@@ -29,7 +29,8 @@ from .runtime import Executor
 from .tensor import DTYPES, I32, Tensor
 
 # %% auto #0
-__all__ = ['device_weights', 'bucket', 'StepInput', 'page_type', 'ModelRunner', 'Pending', 'op_timeline', 'op_totals', 'op_bytes']
+__all__ = ['BUCKET_STEP', 'device_weights', 'bucket', 'StepInput', 'page_type', 'ModelRunner', 'Pending', 'op_timeline',
+           'op_totals', 'op_bytes']
 
 # %% ../notebooks/13_gpu_runtime.ipynb #27374d94
 _UPLOADED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -80,9 +81,14 @@ def device_weights(model) -> dict:
         return out
 
 # %% ../notebooks/13_gpu_runtime.ipynb #f32a294f
+BUCKET_STEP = 4096   # above it, buckets grow by this much, not doubling (a 20k-token prompt plans 20,480 rows)
+
+
 def bucket(n: int) -> int:
-    "The next power of two: a handful of graph shapes serve every batch (each is planned once)."
-    return 1 << max(0, int(n) - 1).bit_length()
+    """The next power of two up to BUCKET_STEP, then the next multiple of it: a handful of graph
+    shapes serve every batch (each is planned once), and a long prompt pads less than 4,096 rows."""
+    n = max(1, int(n))
+    return 1 << (n - 1).bit_length() if n <= BUCKET_STEP else -(-n // BUCKET_STEP) * BUCKET_STEP
 
 
 @dataclass
