@@ -580,6 +580,22 @@ def test_warm_up_keeps_every_graph_it_made(monkeypatch):
     assert made == set(eng.runner.executors), made - set(eng.runner.executors)
 
 
+def test_warm_up_plans_every_prefill_bucket(tmp_path, monkeypatch):
+    """A prompt of any length up to the token budget finds its prefill bucket planned: the runner's
+    buckets double up to BUCKET_STEP, then grow by it (256 here, so that a small model shows it)."""
+    import tffedu.runner as R
+    monkeypatch.setattr(R, "BUCKET_STEP", 256)
+    hf = tiny_qwen3(hidden=64, heads=4, kv_heads=2, seed=6, std=0.08, ctx=2048)
+    m = tffedu.engine.load(write_gguf(hf, tmp_path / "m.gguf", "F32"), n_ctx=2048)
+    eng = Engine(m, max_batch=2, token_budget=1000)
+    eng.warm_up()
+    most = min(1000, m.n_ctx - 2, eng.cache.num_pages * eng.cache.page_size // 2)
+    assert most > 512
+    want = {R.bucket(n) for n in range(128, most + 1)}
+    assert want >= {128, 256, 512, 768}
+    assert want <= {key[1] for key in eng.runner.executors if key[0] == "prefill"}
+
+
 @pytest.mark.parametrize("sizes", [[0], [3, "4"], [True], [1, 10**9], [], 2.5])
 def test_warm_up_refuses_bad_sizes(model, sizes):
     eng = Engine(model, max_batch=8, token_budget=256)

@@ -694,8 +694,9 @@ def _stopped(model, req: Request) -> bool:
 @patch
 def warm_up(self: Engine, sizes=None) -> int:
     """Run each batch size in `sizes` (default: 1, 2, 4, ... up to max_batch, as the runner buckets
-    them) through a prefill and a decode step, and prefills of 128, 256, ... up to the token budget,
-    before any request; returns the steps taken."""
+    them) through a prefill and a decode step, and a prefill for every prefill bucket from 128 tokens
+    up to the token budget (128, 256, ... 4,096, 8,192, 12,288, ...), before any request; returns the
+    steps taken."""
     sched, V = self.scheduler, self.model.config.vocab_size
     if sizes is None:
         sizes = sorted({min(bucket(b), sched.max_batch) for b in range(1, sched.max_batch + 1)})
@@ -705,7 +706,11 @@ def warm_up(self: Engine, sizes=None) -> int:
     if bad or not sizes:
         raise EngineError(f"warm_up: batch sizes are integers in 1..{sched.max_batch}, got {bad[:4] or sizes}")
     most = min(sched.token_budget, self.model.n_ctx - 2, self.cache.num_pages * self.cache.page_size // 2)
-    longs = sorted({n for n in [1 << i for i in range(7, most.bit_length())] + [most] if n >= 128}, reverse=True)
+    longs, n = {most}, 128                       # the runner's prefill buckets up to `most`, and `most`
+    while n < most:
+        longs.add(n)
+        n = bucket(n + 1)
+    longs = sorted((n for n in longs if n >= 128), reverse=True)
     batches = sorted({min(int(b), self.cache.num_pages) for b in sizes})
 
     def prompts(rnd):                            # distinct tokens in every round: no prefix is found cached
