@@ -177,7 +177,7 @@ def table(out_dir: str) -> None:
     for tf in sorted(d.glob("tf_*.json")):
         long = tf.stem.endswith("_long")                          # --long's rows: no batch sweep
         name = tf.stem[3:].removesuffix("_long")
-        model = name if name.count("-") > 1 else name + "-q8_0"     # a requantized file's name has its type
+        model = name if "-q" in name else name + "-q8_0"   # NAME-TYPE: requantized (llamacpp.sh's race_model)
         lc = {}
         for f in [d / f"lc_{name}.json", *sorted(d.glob(f"lc_{name}_d*.json"))]:
             lc.update(llama_rows(f))

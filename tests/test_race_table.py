@@ -132,6 +132,17 @@ def test_table(race, tmp_path, capsys, fmt):
     assert "| qwen3-8b-q8_0 | tg128 eager (no CUDA graphs) | 56.3 | | graphs 4.9x faster |" in out
 
 
+def test_table_names_the_type(race, tmp_path):
+    """A row names its file's type: make_gguf.py's Q8_0 files get -q8_0 (a name with hyphens of its own too:
+    the 30B-A3B of issue 31), a file requantized by llama-quantize keeps the type in its name."""
+    for name in ("qwen3-30b-a3b", "qwen3-8b-q4_k_m", "qwen3-0.6b"):
+        (tmp_path / f"lc_{name}.json").write_text(llama_bench_json([(0, 128, 0, 100.0)]))
+        (tmp_path / f"tf_{name}.json").write_text(json.dumps([dict(test="tg128", tps=150.0)]))
+    race.table(str(tmp_path))
+    rows = json.loads((tmp_path / "vs_llamacpp.json").read_text())
+    assert sorted(r["model"] for r in rows) == ["qwen3-0.6b-q8_0", "qwen3-30b-a3b-q8_0", "qwen3-8b-q4_k_m"]
+
+
 def test_tffedu_rows(race, monkeypatch):
     "The tests tffedu's side runs, in order, and the batch rows measure_decode's numbers make."
     from tffedu import cli, engine
