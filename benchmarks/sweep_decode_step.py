@@ -16,7 +16,8 @@ file; DIRECT_GEMV[1] is what a role not overridden takes);
 --attn: the decode attention's keys per split (VARLEN_SPLIT), UNROLL and NWARPS at depth 2048 and 0;
 --splits: long contexts (the model loaded with room for 32k tokens): the most splits a sequence is cut
 into (VARLEN_MAX_SPLITS; 0: splits of VARLEN_SPLIT keys however long) at depths 4k, 16k and 32k,
-then UNROLL and NWARPS at 32k with the best bound.
+then UNROLL and NWARPS at 32k with the best bound;
+--depths N ...: the step as it is at each depth N (to compare two versions of the code, run each).
 """
 import argparse
 import json
@@ -51,6 +52,7 @@ def main():
     ap.add_argument("--direct", action="store_true")
     ap.add_argument("--attn", action="store_true")
     ap.add_argument("--splits", action="store_true")
+    ap.add_argument("--depths", type=int, nargs="*", default=[])
     ap.add_argument("--json", type=pathlib.Path)
     a = ap.parse_args()
 
@@ -61,7 +63,8 @@ def main():
     from tffedu.ops import cuda_quant as cq
     from tffedu.ops.cuda import time_all
 
-    model = tffedu.load(a.model, device="cuda", n_ctx=LONG_DEPTHS[-1] + 256 if a.splits else 4096)
+    longest = max([LONG_DEPTHS[-1] if a.splits else 0, *a.depths])
+    model = tffedu.load(a.model, device="cuda", n_ctx=max(4096, longest + 256))
     c = model.config
     eng = Engine(model, max_batch=1, prefix_caching=False, token_budget=2049)
     rng = np.random.default_rng(0)
@@ -110,7 +113,11 @@ def main():
               f"({100 * (together / base - 1):+.2f}%)", flush=True)
         over.clear()
 
-    out = dict(model=a.model.name, gemv=[], direct=[], attn=[], splits=[])
+    out = dict(model=a.model.name, gemv=[], direct=[], attn=[], splits=[], depths=[])
+    for depth in a.depths:
+        t = step_ms(depth)
+        out["depths"].append(dict(depth=depth, ms=t))
+        print(f"depth {depth}: {t:.4f} ms", flush=True)
     qkv = c.n_head * c.head_dim
     if a.gemv:
         roles = {"gate/up": ("pair", c.ffn_size, c.hidden_size), "down": ("res", c.hidden_size, c.ffn_size),

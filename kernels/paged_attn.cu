@@ -7,12 +7,13 @@
 // Flash-decoding: a decode step has one query row per head, far too little work for one block per
 // head to fill 132 SMs when the context is long. So the sequence is cut into splits; block
 // (b, kv head, split) computes, for its keys, the partial softmax state (m, l, acc) of the GROUP
-// query heads that share the kv head (GQA: K/V are read once for the whole group), and a second
-// kernel merges the splits:  m = max m_s,  l = sum l_s 2^(m_s - m),  o = sum acc_s 2^(m_s - m) / l.
+// query heads that share the kv head (GQA: K/V are read once for the whole group), and the block
+// of the (b, kv head) that finishes last merges the splits' states:
+//     m = max m_s,  l = sum l_s 2^(m_s - m),  o = sum acc_s 2^(m_s - m) / l.
 // A sliding window (window > 0) makes the keys the last `window` of the sequence, and the splits
 // cut those: the pages before them are never read (and may be gone: -1 in the table).
 // Each sequence cuts its own keys (`split_keys`): splits of split_len keys, made longer by whole
-// multiples when that would take more than max_splits of them, so a 32k-token sequence merges 32
+// multiples when that would take more than the grid's S of them, so a 32k-token sequence merges 32
 // states of 1,024 keys instead of 256 of 128, and a short one in the same batch still gets short ones.
 #include "common.cuh"
 
@@ -41,13 +42,11 @@ __device__ __forceinline__ void h8_to_f8(const uint4& raw, float* f) {
     for (int i = 0; i < 4; i++) { float2 v = __half22float2(h[i]); f[2 * i] = v.x; f[2 * i + 1] = v.y; }
 }
 // Keys per split of a sequence with `keys` keys: split_len, or the least multiple of it that leaves
-// at most max_splits splits (max_splits 0: split_len always). From the sequence's own length only,
-// so its splits, and its numbers to the last bit, do not depend on the batch around it.
-__device__ __forceinline__ int split_keys(int keys, int split_len, int max_splits) {
-    keys = max(keys, 0);
-    if (max_splits <= 0) return split_len;
-    const int n = keys == 0 ? 0 : (keys - 1) / split_len + 1;
-    return split_len * max(1, (n + max_splits - 1) / max_splits);
+// at most S splits (the grid's). From the sequence's own length only, so its splits, and its
+// numbers to the last bit, do not depend on the batch around it.
+__device__ __forceinline__ int split_keys(int keys, int split_len, int S) {
+    const int n = keys <= 0 ? 0 : (keys - 1) / split_len + 1;
+    return split_len * max(1, (n + S - 1) / S);
 }
 
 // A sequence's length as the kernels count it: within [0, what its page table can hold].
@@ -84,15 +83,57 @@ __device__ __forceinline__ void write_out(float* out, size_t i, float v, size_t 
 #endif
 }
 
-// Grid (B, Hkv, n_splits), block NWARPS*32. Each slot (LPK lanes) runs its own online softmax
-// over its keys, UNROLL at a time (one max, one rescale per group of UNROLL keys); at the end the
-// slots of a warp merge through shuffles, the warps of the block through shared memory.
-extern "C" __global__ void __launch_bounds__(NWARPS * 32)
+// A split block counts itself in once its state is visible to the whole GPU: true in the block
+// that counts n, the last of its (sequence, kv head) to finish, which puts the counter back to 0
+// for the next launch (the counters are zero between launches: `split_counters` on the host).
+__device__ __forceinline__ bool last_to_finish(unsigned* counter, int n) {
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(counter, 1u) == (unsigned)n - 1;
+        if (last) *counter = 0u;
+    }
+    __syncthreads();
+    return last;
+}
+
+// The last block merges the n splits' states of its GROUP rows (row0 ...) into out, in split order:
+// the same bits whichever block is last. __ldcg reads from L2, where the other blocks wrote.
+__device__ __forceinline__ void merge_splits(const float* part_o, const float* part_ml, float* out, size_t row0,
+                                             int S, int n, size_t total) {
+    __threadfence();
+    for (int idx = threadIdx.x; idx < GROUP * HEAD_DIM; idx += blockDim.x) {
+        const size_t row = row0 + idx / HEAD_DIM;
+        const int d = idx % HEAD_DIM;
+        const float* ml = part_ml + row * S * 2;           // (m, l) of each split
+        float M = -INFINITY;
+        for (int s = 0; s < n; s++) M = fmaxf(M, __ldcg(ml + 2 * s));
+        const float bias = M == -INFINITY ? 0.f : M;
+        float lt = 0.f, ot = 0.f;
+#pragma unroll 8
+        for (int s = 0; s < n; s++) {
+            const float w = ex2(__ldcg(ml + 2 * s) - bias);
+            lt += __ldcg(ml + 2 * s + 1) * w;
+            ot += __ldcg(part_o + (row * S + s) * HEAD_DIM + d) * w;
+        }
+        write_out(out, row * HEAD_DIM + d, lt > 0.f ? ot / lt : 0.f, total);
+    }
+}
+
+// Grid (B, Hkv, S), block NWARPS*32. Each slot (LPK lanes) runs its own online softmax over its
+// keys, UNROLL at a time (one max, one rescale per group of UNROLL keys); at the end the slots of a
+// warp merge through shuffles, the warps of the block through shared memory, and the splits of a
+// (sequence, kv head) in the block that finishes last.
+// seq_lens and page_table are a step's inputs, never the output of the kernel launched just before
+// this one: they are read before pdl_wait, so the first keys' page rows are known when it returns.
+// Launch bounds: up to GROUP 4, 16 warps an SM (two blocks of 8), so at most 128 registers a thread;
+// a larger group keeps its q and acc in registers at one block an SM instead of spilling.
+extern "C" __global__ void __launch_bounds__(NWARPS * 32, GROUP > 4 || NWARPS >= 16 ? 1 : 16 / NWARPS)
 paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
                   const int* __restrict__ page_table, int max_pages, int n_pages, const int* __restrict__ seq_lens,
-                  float* __restrict__ part_o, float* __restrict__ part_ml, float* __restrict__ out,
-                  int Hkv, int page_size, int split_len, int max_splits, float scale_log2, int window) {
-    pdl_wait();
+                  float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ counts,
+                  float* __restrict__ out, int Hkv, int page_size, int split_len, float scale_log2, int window) {
     __shared__ float s_acc[NWARPS][GROUP][HEAD_DIM];
     __shared__ float s_m[NWARPS][GROUP], s_l[NWARPS][GROUP];
     const int b = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, S = gridDim.z;
@@ -101,10 +142,23 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     const int d0 = (lane % LPK) * 8;
     // a hostile length counts only what the table can hold: no block loops past its own split
     const int L = clamp_len(seq_lens[b], max_pages, page_size), lo = window > 0 ? max(L - window, 0) : 0;
-    const int sl = split_keys(L - lo, split_len, max_splits);
+    const int sl = split_keys(L - lo, split_len, S);
+    const int n = L > lo ? (L - lo - 1) / sl + 1 : 1;       // splits that hold keys (an empty sequence: one)
+    if (split >= n) return;                                 // an empty split: nothing to add
     const int start = lo + split * sl, end = min(start + sl, L);
     const int* pt = page_table + (size_t)b * max_pages;
-    if (S > 1 && start >= L) return;                        // an empty split: the reduce skips it
+
+    // A key's row in the pool needs its page id first, a load of its own: the ids of a slot's next
+    // UNROLL keys are looked up while this group's K/V load, so a group waits for one round trip to
+    // memory, not two. The first group's are looked up before pdl_wait.
+    const int base0 = start + warp * KPW;
+    int next[UNROLL];                                       // rows of the pool: n_pages * page_size < 2^31
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const int tk = base0 + u * NSLOT + lane / LPK;
+        next[u] = tk < end ? (int)page_row(pt, tk, page_size, max_pages, n_pages) : -1;
+    }
+    pdl_wait();
 
     float q[GROUP][8], acc[GROUP][8], m[GROUP], l[GROUP];
 #pragma unroll
@@ -120,21 +174,24 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     }
 
     // the loop bound is the same for every lane of a warp (shuffles need all 32)
-    for (int base = start + warp * KPW; base < end; base += NSLOT * UNROLL) {
+    for (int base = base0; base < end; base += NSLOT * UNROLL) {
         uint4 kr[UNROLL], vr[UNROLL];
         bool ok[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {                  // issue every load first
-            const int tk = base + u * NSLOT + lane / LPK;
-            ok[u] = tk < end;
-            const long pr = ok[u] ? page_row(pt, tk, page_size, max_pages, n_pages) : -1;
-            if (pr >= 0) {
-                const size_t off = ((size_t)pr * Hkv + kvh) * HEAD_DIM + d0;
+            ok[u] = base + u * NSLOT + lane / LPK < end;
+            if (next[u] >= 0) {
+                const size_t off = ((size_t)next[u] * Hkv + kvh) * HEAD_DIM + d0;
                 kr[u] = *reinterpret_cast<const uint4*>(Kc + off);
                 vr[u] = *reinterpret_cast<const uint4*>(Vc + off);
             } else {
                 kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
             }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {                  // the next group's page rows, meanwhile
+            const int tk = base + NSLOT * UNROLL + u * NSLOT + lane / LPK;
+            next[u] = tk < end ? (int)page_row(pt, tk, page_size, max_pages, n_pages) : -1;
         }
         float s[UNROLL][GROUP];                             // scores (base 2), then probabilities
 #pragma unroll
@@ -193,6 +250,7 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
         if (lane == 0) { s_m[warp][gi] = m[gi]; s_l[warp][gi] = l[gi]; }
     }
     __syncthreads();
+    const size_t total = (size_t)gridDim.x * Hq * HEAD_DIM, row0 = (size_t)b * Hq + kvh * GROUP;
     for (int idx = threadIdx.x; idx < GROUP * HEAD_DIM; idx += blockDim.x) {
         const int gi = idx / HEAD_DIM, d = idx % HEAD_DIM;
         float M = -INFINITY;
@@ -204,56 +262,18 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
             lt += s_l[w][gi] * wt;
             ot += s_acc[w][gi][d] * wt;
         }
-        const size_t row = (size_t)b * Hq + kvh * GROUP + gi;
-        if (S == 1) {                                       // one split: finish here
-            write_out(out, row * HEAD_DIM + d, lt > 0.f ? ot / lt : 0.f, (size_t)gridDim.x * Hq * HEAD_DIM);
+        const size_t row = row0 + gi;
+        if (n == 1) {                                       // one split: finish here
+            write_out(out, row * HEAD_DIM + d, lt > 0.f ? ot / lt : 0.f, total);
         } else {
             part_o[(row * S + split) * HEAD_DIM + d] = ot;
             if (d == 0) { part_ml[(row * S + split) * 2] = M; part_ml[(row * S + split) * 2 + 1] = lt; }
         }
     }
+    if (n > 1 && last_to_finish(counts + (size_t)b * Hkv + kvh, n))
+        merge_splits(part_o, part_ml, out, row0, S, n, total);
 }
 PDL_READY(paged_attn_decode);
-
-// Merge the splits: grid (B * Hq), block HEAD_DIM threads (whole warps when QUANT). Only the
-// splits that hold keys are read, n = ceil(keys / split length) of the S (the decode kernel writes
-// nothing for the others): a 2,000-token context in a table bucketed to 4,096 merges 16, not 32.
-// The loads of one pass do not depend on each other, so they are unrolled to be in flight together;
-// the sums run over the splits in order, as a loop over all S would (an empty split adds 0).
-extern "C" __global__ void paged_attn_reduce(const float* __restrict__ part_o, const float* __restrict__ part_ml,
-                                             float* __restrict__ out, int S, const int* __restrict__ seq_lens,
-                                             int Hq, int split_len, int max_splits, int max_pages, int page_size,
-                                             int window) {
-    pdl_wait();
-    constexpr int W = HEAD_DIM < 32 ? HEAD_DIM : 32;           // lanes of each warp of the block
-    constexpr unsigned MASK = W == 32 ? 0xffffffffu : (1u << W) - 1u;
-    constexpr int NW = (HEAD_DIM + 31) / 32;
-    __shared__ float s_max[NW];
-    const size_t row = blockIdx.x;
-    const int d = threadIdx.x;
-    const int L = clamp_len(seq_lens[row / Hq], max_pages, page_size), keys = window > 0 ? min(L, window) : L;
-    const int sl = split_keys(keys, split_len, max_splits), n = keys == 0 ? 0 : min(S, (keys - 1) / sl + 1);
-    const float* ml = part_ml + row * S * 2;
-    float M = -INFINITY;                                       // the max over the splits: the block's
-    for (int s = d; s < n; s += HEAD_DIM) M = fmaxf(M, ml[2 * s]);   // threads take one split each,
-#pragma unroll
-    for (int o = W / 2; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(MASK, M, o));   // then shuffles
-    if (d % 32 == 0) s_max[d / 32] = M;
-    __syncthreads();
-#pragma unroll
-    for (int w = 0; w < NW; w++) M = fmaxf(M, s_max[w]);
-    float lt = 0.f, ot = 0.f;
-    if (M != -INFINITY) {
-#pragma unroll 8
-        for (int s = 0; s < n; s++) {
-            const float w = exp2f(ml[2 * s] - M);
-            lt += ml[2 * s + 1] * w;
-            ot += part_o[(row * S + s) * HEAD_DIM + d] * w;
-        }
-    }
-    write_out(out, row * HEAD_DIM + d, lt > 0.f ? ot / lt : 0.f, (size_t)gridDim.x * HEAD_DIM);
-}
-PDL_READY(paged_attn_reduce);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers for the runtime around the cache.

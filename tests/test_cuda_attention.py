@@ -452,6 +452,29 @@ def test_varlen_decode_splits_scale_with_each_sequence(A, rng, monkeypatch, max_
     A.paged_attention_decode(dev(q), dev(kp), dev(vp), dev(tab), dev(ln), out=out, max_seq_len=100)
     assert frob(host(out), want) < 2e-5
 
+
+@gpu
+def test_decode_merge_counters_on_streams(A, rng):
+    """The last split of each (sequence, kv head) merges, counted in per-stream counters that every
+    launch leaves at zero: two streams decoding different batches at once (each its own counters, its
+    own scratch) both match the reference, again and again, and the counters end at zero."""
+    import pycuda.driver as drv
+    from tffedu.tensor import I8, Tensor
+    cases = [make_cache(3, 8, 2, 128, 16, [1500, 7, 3000], rng), make_cache(2, 16, 4, 64, 32, [4000, 900], rng)]
+    streams = [drv.Stream(), drv.Stream()]
+    args = [[dev(x) for x in c] for c in cases]
+    outs = [poisoned(c[0].shape) for c in cases]
+    ws = [Tensor.empty((8 << 20,), I8, "cuda") for _ in cases]
+    for _ in range(3):
+        for a, o, s, w in zip(args, outs, streams, ws):
+            A.paged_attention_decode(*a, out=o, stream=s, workspace=w, n_splits=24)
+        for c, o, s in zip(cases, outs, streams):
+            s.synchronize()
+            assert frob(host(o), decode_ref(*c)) < 2e-5
+    for s in streams:
+        assert all(not host(t).any() for t in A._COUNTERS[int(s.handle)])
+
+
 @gpu
 @pytest.mark.parametrize("T,Hq,Hk,Dh,n_dims", [(1, 32, 8, 128, None), (3, 4, 2, 64, 48), (5, 2, 1, 32, None)])
 def test_qk_norm_rope_store_is_the_pair_and_kv_store(A, C, rng, T, Hq, Hk, Dh, n_dims):

@@ -602,6 +602,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                            'tffedu.ops.cuda_attention.qk_norm_rope_store': ( 'attention.html#qk_norm_rope_store',
                                                                                              'tffedu/ops/cuda_attention.py'),
                                            'tffedu.ops.cuda_attention.sliding_window': ( 'attention.html#sliding_window',
+                                                                                         'tffedu/ops/cuda_attention.py'),
+                                           'tffedu.ops.cuda_attention.split_counters': ( 'attention.html#split_counters',
                                                                                          'tffedu/ops/cuda_attention.py')},
             'tffedu.ops.cuda_gemm': { 'tffedu.ops.cuda_gemm._cat_parts': ('matmul.html#_cat_parts', 'tffedu/ops/cuda_gemm.py'),
                                       'tffedu.ops.cuda_gemm._gemv_v1_v2_launcher': ( 'matmul.html#_gemv_v1_v2_launcher',

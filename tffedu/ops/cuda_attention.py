@@ -4,7 +4,7 @@
 """CUDA backend, part 3 (chapter 12): flash attention (prefill) and paged decode attention.
 
 Kernels: kernels/flash_attn.cu (attn_naive, flash_attn_fwd) and kernels/paged_attn.cu
-(paged_attn_decode, paged_attn_reduce, kv_store, gather_kv). Inputs of the attention kernels are
+(paged_attn_decode, kv_store, gather_kv). Inputs of the attention kernels are
 f16 (K/V as stored in the KV cache), accumulation is f32, outputs are f32. The ops the model graph
 runs: `attention` (contiguous K/V or a dense cache) and `paged_attention_varlen` (a flat batch of
 sequences over the paged cache: the engine's attention).
@@ -26,8 +26,9 @@ from .cuda_q8_gemm import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, ten
 # %% auto #0
 __all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'VARLEN_SPLIT', 'VARLEN_MAX_SPLITS', 'flash_attention',
            'sliding_window', 'flash_head_dim_ok', 'flash_launch', 'attention', 'cast_or_copy', 'choose_splits',
-           'decode_head_dim_ok', 'paged_attention_decode', 'decode_launch', 'kv_store_raw', 'kv_store',
-           'qk_norm_rope_store', 'prefill_launch', 'paged_attention', 'paged_attention_varlen', 'paged_attention_q8']
+           'decode_head_dim_ok', 'split_counters', 'paged_attention_decode', 'decode_launch', 'kv_store_raw',
+           'kv_store', 'qk_norm_rope_store', 'prefill_launch', 'paged_attention', 'paged_attention_varlen',
+           'paged_attention_q8']
 
 # %% ../../notebooks/12_attention.ipynb #012acba0
 # Default kernel and tile shape, from the H200 sweep (section 6): v3 with the heads-first grid and
@@ -300,6 +301,22 @@ def _decode_splits(B: int, Hkv: int, max_len: int, n_splits: int | None = None) 
     return -(-max(1, max_len) // split_len), split_len
 
 
+_COUNTERS: dict = {}     # stream handle -> the counter tensors of its decode merges, the last one in use
+
+
+def split_counters(n: int, stream=None) -> int:
+    """Device address of n uint32 counters, zero between launches, for the merges of the decode
+    kernel (chapter 12): the split of a (sequence, kv head) that finishes last, the one whose count
+    reaches the number of splits, merges them and puts its counter back to 0. One set per stream
+    (launches on a stream never overlap); a larger set is made when more are needed, and none is
+    freed while the context lives, since a captured CUDA graph keeps its address."""
+    held = _COUNTERS.setdefault(int(stream.handle) if stream is not None else 0, [])
+    if not held or held[-1].shape[0] < n:
+        from tffedu.tensor import I32, Tensor
+        held.append(Tensor.zeros((max(int(n), 1024),), I32, "cuda"))
+    return ptr(held[-1], "split counters")
+
+
 def _decode_pieces(B: int, Hq: int, D: int, S: int) -> list[int]:
     "Scratch of a decode launch with S splits: partial outputs and (max, sum) of every split."
     return [B * Hq * S * D * 4, B * Hq * S * 2 * 4] if S > 1 else []
@@ -342,31 +359,29 @@ def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: fl
     part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
     decode_launch(ptr(q, "q"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(page_tables, "page_tables"),
                   ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps, max_pages, P, S, split_len,
-                  part_o, part_ml, scale, stream, config, window=window, max_splits=S)
+                  part_o, part_ml, scale, stream, config, window=window)
     return out
 
 
 def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, n_pages, S, split_len, part_o, part_ml,
-                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0,
-                  max_splits: int = 0) -> None:
-    """The launches behind `paged_attention_decode` (split kernel, then the merge when S > 1);
-    `quant`: the output is written as packed int8 activations (the kernels' QUANT, D % 32 == 0);
-    `window` > 0: the splits start at each sequence's oldest visible key; `max_splits` > 0: each
-    sequence lengthens its splits by whole multiples of split_len to need no more than that many
-    (`split_keys` in the kernel; S, the grid, must be at least max_splits or what split_len needs)."""
+                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0) -> None:
+    """The launch behind `paged_attention_decode`: a grid of (B, Hkv, S) blocks, where each sequence
+    cuts its keys into at most S splits of a whole multiple of split_len (`split_keys` in the kernel),
+    and the last split of each (sequence, kv head) to finish merges them (`split_counters`).
+    `quant`: the output is written as packed int8 activations (the kernel's QUANT, D % 32 == 0);
+    `window` > 0: the splits start at each sequence's oldest visible key. seq_lens and the page
+    tables are read before the kernel waits for the one launched ahead of it (PDL), so they must
+    not be that kernel's output: in a step they are inputs."""
     scale, window = 1.0 / math.sqrt(D) if scale is None else float(scale), sliding_window(window)
+    if n_pages * ps >= 2 ** 31:
+        raise ShapeError(f"paged decode attention: a pool of {n_pages} pages of {ps} rows has 2^31 rows or more")
     cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv, **({"QUANT": 1} if quant else {})}
     while cfg["NWARPS"] > 1 and cfg["NWARPS"] * cfg["GROUP"] * (D + 2) * 4 > 48 * 1024:
         cfg["NWARPS"] //= 2                      # the per-warp merge buffers must fit in 48 KB
-    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPPPPiiiifi", cfg)
+    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPPPPPiiifi", cfg)
     launch(fn, (B, Hkv, S), (32 * cfg["NWARPS"],), stream, qp, kp, vp, tp, np.int32(max_pages), np.int32(n_pages), lp,
-           np.uintp(part_o), np.uintp(part_ml), op, np.int32(Hkv), np.int32(ps), np.int32(split_len),
-           np.int32(max_splits), np.float32(scale * math.log2(math.e)), np.int32(window))
-    if S > 1:
-        red = kernel("paged_attn.cu", "paged_attn_reduce", "PPPiPiiiiii", {"HEAD_DIM": D, **({"QUANT": 1} if quant else {})})
-        launch(red, (B * Hq,), (D,), stream, np.uintp(part_o), np.uintp(part_ml), op, np.int32(S), lp,
-               np.int32(Hq), np.int32(split_len), np.int32(max_splits), np.int32(max_pages), np.int32(ps),
-               np.int32(window))
+           np.uintp(part_o), np.uintp(part_ml), np.uintp(split_counters(B * Hkv, stream) if S > 1 else 0), op,
+           np.int32(Hkv), np.int32(ps), np.int32(split_len), np.float32(scale * math.log2(math.e)), np.int32(window))
 
 # %% ../../notebooks/12_attention.ipynb #7967a8a5
 def kv_store_raw(k, v, kp: int, vp: int, slots, cache_kind: str, row: int, n_slots: int, stream=None) -> None:
@@ -554,8 +569,7 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
             S = min(S, -(-window // split_len))
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
         decode_launch(ptr(q, "q"), kp, vp, tp, ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps,
-                      max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant, window=window,
-                      max_splits=VARLEN_MAX_SPLITS)
+                      max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant, window=window)
         return out
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
     if flash_head_dim_ok(D):
