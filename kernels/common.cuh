@@ -148,10 +148,11 @@ __device__ __forceinline__ float warp_sum_f(float v) {        // every lane gets
     return v;
 }
 // A warp's partial sums of rows n0 .. n0 + R - 1 (for EPI_GLU their up rows follow, R + r) for T
-// tokens -> y through the epilogue; res_mine: lane r * T + t holds the residual of row n0 + r, token t
+// tokens -> y through the epilogue; res_mine: lane r * T + t holds the residual of row n0 + r, token t;
+// only the first nt tokens are written (a mixture of experts' tile of fewer rows: chapter 11d)
 template <int EPI, int R, int RR, int T>
 __device__ __forceinline__ void gemv_store(float (&acc)[RR][T], float res_mine, float* __restrict__ y,
-                                           int n0, int N, int n1, int n2) {
+                                           int n0, int N, int n1, int n2, int nt = T) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -160,7 +161,14 @@ __device__ __forceinline__ void gemv_store(float (&acc)[RR][T], float res_mine, 
             float s = warp_sum_f(acc[r][t]);
             if (EPI == EPI_GLU) s = silu(s) * warp_sum_f(acc[R + r][t]);
             if (EPI == EPI_ADD) s = __shfl_sync(0xffffffffu, res_mine, r * T + t) + s;
-            if (lane == 0 && n0 + r < N)
+            if (lane == 0 && n0 + r < N && t < nt)
                 y[EPI == EPI_CAT ? cat_index(t, n0 + r, T, N, n1, n2) : (size_t)t * N + n0 + r] = s;
         }
+}
+
+// Chapter 11d: the tile of a grouped launch over a mixture of experts (grid.y: the tile slots that
+// moe.cu's moe_sort wrote): (expert, first sorted row, rows); expert -1: an unused slot.
+__device__ __forceinline__ int3 moe_tile(const int* __restrict__ tiles) {
+    const int* t = tiles + 3 * (size_t)blockIdx.y;
+    return make_int3(t[0], t[1], t[2]);
 }

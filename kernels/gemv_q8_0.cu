@@ -204,7 +204,7 @@ template <int EPI>
 __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
                                                const float* __restrict__ res, const int8_t* __restrict__ xq,
                                                const float* __restrict__ xd, float* __restrict__ y, int N, int K,
-                                               const uint8_t* __restrict__ w3 = nullptr, int n1 = 0, int n2 = 0)
+                                               const uint8_t* __restrict__ w3 = nullptr, int n1 = 0, int n2 = 0, int nt = BATCH)
 {
     constexpr int RR = EPI == EPI_GLU ? 2 * ROWS : ROWS;          // weight rows this warp streams
     auto buf = reinterpret_cast<uint4 (*)[NSTAGE][RR][TILE_VEC]>(smem);   // [WARPS][NSTAGE][RR][TILE_VEC]
@@ -296,7 +296,7 @@ __device__ __forceinline__ void gemv_dp4a_body(uint4* smem, const uint8_t* __res
         }
         __syncwarp();                               // everyone is done with this stage
     }
-    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);
+    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2, nt);
 }
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32)
@@ -332,6 +332,40 @@ gemv_q8_0_dp4a_glu(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2
     gemv_dp4a_body<EPI_GLU>(dyn, w, w2, nullptr, xq, xd, y, N, K);
 }
 PDL_READY(gemv_q8_0_dp4a_glu);
+
+// v3 over the tiles of a mixture of experts (chapter 11d): grid (row blocks, tile slots). A tile is
+// up to BATCH sorted rows of one expert e (common.cuh's moe_tile); its weights start e * estride
+// bytes into w (and w2: gate and up, EPI_GLU), its activations and outputs at its first row. The
+// expert comes from the step before, so nothing is loaded before pdl_wait.
+template <int EPI>
+__device__ __forceinline__ void gemv_moe(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
+                                         const int* __restrict__ tiles, long long estride, const int8_t* __restrict__ xq,
+                                         const float* __restrict__ xd, float* __restrict__ y, int N, int K)
+{
+    pdl_wait();
+    const int3 t = moe_tile(tiles);
+    if (t.x < 0) return;
+    gemv_dp4a_body<EPI>(smem, w + t.x * estride, EPI == EPI_GLU ? w2 + t.x * estride : nullptr, nullptr,
+                        xq + (size_t)t.y * K, xd + (size_t)t.y * (K / QK), y + (size_t)t.y * N, N, K,
+                        nullptr, 0, 0, t.z);
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+gemv_q8_0_moe(const uint8_t* __restrict__ w, const int* __restrict__ tiles, long long estride,
+              const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y, int N, int K)
+{
+    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
+    gemv_moe<EPI_NONE>(buf, w, nullptr, tiles, estride, xq, xd, y, N, K);
+}
+PDL_READY(gemv_q8_0_moe);
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+gemv_q8_0_moe_glu(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, const int* __restrict__ tiles,
+                  long long estride, const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                  float* __restrict__ y, int N, int K)
+{
+    extern __shared__ __align__(16) uint4 dyn[];
+    gemv_moe<EPI_GLU>(dyn, w, w2, tiles, estride, xq, xd, y, N, K);
+}
+PDL_READY(gemv_q8_0_moe_glu);
 
 // ---------------------------------------------------------------- v4: v3 on a persistent grid
 // v3 launches one short-lived warp per ROWS rows: at K = 4096 a row is only 4 tiles, so every warp

@@ -56,7 +56,7 @@ template <int EPI>
 __device__ __forceinline__ void gemv_body(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
                                           const float* __restrict__ res, const int8_t* __restrict__ xq,
                                           const float* __restrict__ xd, float* __restrict__ y, int N, int K,
-                                          const uint8_t* __restrict__ w3 = nullptr, int n1 = 0, int n2 = 0)
+                                          const uint8_t* __restrict__ w3 = nullptr, int n1 = 0, int n2 = 0, int nt = BATCH)
 {
     constexpr int RR = EPI == EPI_GLU ? 2 * ROWS : ROWS;          // weight rows this warp streams
     auto buf = reinterpret_cast<uint4 (*)[NSTAGE][RR][TILE_VEC]>(smem);
@@ -139,7 +139,7 @@ __device__ __forceinline__ void gemv_body(uint4* smem, const uint8_t* __restrict
         }
         __syncwarp();
     }
-    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);
+    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2, nt);
 }
 
 // ---------------------------------------------------------------- the direct road (Q4_K, Q5_K, the regrouped 32s, padded Q6_K)
@@ -315,7 +315,7 @@ template <int EPI>
 __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
                                             const float* __restrict__ res, const int8_t* __restrict__ xq,
                                             const float* __restrict__ xd, float* __restrict__ y, int N, int K,
-                                            const uint8_t* __restrict__ w3 = nullptr, int n1 = 0, int n2 = 0)
+                                            const uint8_t* __restrict__ w3 = nullptr, int n1 = 0, int n2 = 0, int nt = BATCH)
 {
     static_assert(F::QK == 256 && F::BYTES % 8 == 0, "the direct road takes super-blocks of whole vectors");
     constexpr int RR = EPI == EPI_GLU ? 2 * ROWS : ROWS;
@@ -365,7 +365,7 @@ __device__ __forceinline__ void gemv_direct(const uint8_t* __restrict__ w, const
             direct_dot<RR>(h, acc, xq, xd, K, b, L, l0);
         }
     }
-    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2);
+    gemv_store<EPI, ROWS>(acc, res_mine, y, n0, N, n1, n2, nt);
 }
 
 #endif
@@ -421,6 +421,50 @@ gemv_quant_glu(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, co
 #endif
 }
 PDL_READY(gemv_quant_glu);
+
+// Over the tiles of a mixture of experts (chapter 11d; gemv_q8_0.cu's gemv_moe): grid (row blocks,
+// tile slots), tile = up to BATCH sorted rows of expert e, whose weights start e * estride bytes in.
+template <int EPI>
+__device__ __forceinline__ void gemv_quant_tile(uint4* smem, const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2,
+                                                const int* __restrict__ tiles, long long estride,
+                                                const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                                                float* __restrict__ y, int N, int K)
+{
+    pdl_wait();
+    const int3 t = moe_tile(tiles);
+    if (t.x < 0) return;
+    const uint8_t* we = w + t.x * estride;
+    const uint8_t* we2 = EPI == EPI_GLU ? w2 + t.x * estride : nullptr;
+    const int8_t* xt = xq + (size_t)t.y * K;
+    const float* dt = xd + (size_t)t.y * (K / 32);
+    float* yt = y + (size_t)t.y * N;
+#if DIRECT
+    gemv_direct<EPI>(we, we2, nullptr, xt, dt, yt, N, K, nullptr, 0, 0, t.z);
+#else
+    gemv_body<EPI>(smem, we, we2, nullptr, xt, dt, yt, N, K, nullptr, 0, 0, t.z);
+#endif
+}
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+gemv_quant_moe(const uint8_t* __restrict__ w, const int* __restrict__ tiles, long long estride,
+               const int8_t* __restrict__ xq, const float* __restrict__ xd, float* __restrict__ y, int N, int K)
+{
+#if DIRECT
+    uint4* buf = nullptr;
+#else
+    __shared__ __align__(16) uint4 buf[WARPS * NSTAGE * ROWS * TILE_VEC];
+#endif
+    gemv_quant_tile<EPI_NONE>(buf, w, nullptr, tiles, estride, xq, xd, y, N, K);
+}
+PDL_READY(gemv_quant_moe);
+extern "C" __global__ void __launch_bounds__(WARPS * 32)
+gemv_quant_moe_glu(const uint8_t* __restrict__ w, const uint8_t* __restrict__ w2, const int* __restrict__ tiles,
+                   long long estride, const int8_t* __restrict__ xq, const float* __restrict__ xd,
+                   float* __restrict__ y, int N, int K)
+{
+    extern __shared__ __align__(16) uint4 dyn[];      // the staged road: sized by the launcher (0: direct)
+    gemv_quant_tile<EPI_GLU>(dyn, w, w2, tiles, estride, xq, xd, y, N, K);
+}
+PDL_READY(gemv_quant_moe_glu);
 
 // ---------------------------------------------------------------- dequantization, for prefill
 // Rows [0, R) of w -> fp16 out [R, K]: a thread per unit of 32 weights, decoded by the format's

@@ -42,6 +42,14 @@
                          // the same 64 up rows (warpgroup 1); 1: both partial sums planar into y (a K
                          // split's slice), 2: y = silu(gate) * up, written here (no reduction)
 #endif
+#ifndef GROUPED
+#define GROUPED 0        // 1: a mixture of experts' tiles (chapter 11d): blockIdx.x a slot of `tiles`
+#endif
+#if GROUPED
+#define TILES_ARG , const int* __restrict__ tiles
+#else
+#define TILES_ARG
+#endif
 #define BW 128           // weight rows per block tile: 2 warpgroups x m64
 #define BK 64            // k per stage
 #define W_BOX 80         // bytes per weight row of a stage's box (68 used)
@@ -62,7 +70,7 @@ extern "C" __global__ void __launch_bounds__(NCONS + 128, 1)
 matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ TensorMap tw0,
                 const __grid_constant__ TensorMap tw1, const __grid_constant__ TensorMap tw2,
                 float* __restrict__ y, const float* __restrict__ res, int M, int N, int K, int ldy,
-                int kt_per, int n1, int n2)
+                int kt_per, int n1, int n2 TILES_ARG)
 {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -71,7 +79,8 @@ matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ Te
     uint64_t* full = reinterpret_cast<uint64_t*>(sw + STAGES * W_TILE);
     uint64_t* empty = full + STAGES;
     const int tid = threadIdx.x;
-    const int m0 = blockIdx.x * BT, n0 = blockIdx.y * (PAIR ? BW / 2 : BW);
+    const int n0 = blockIdx.y * (PAIR ? BW / 2 : BW);
+    int m0 = blockIdx.x * BT, mend = M, wrow = 0;          // GROUPED: the tile's rows, its expert's
     const int kt0 = blockIdx.z * kt_per, NKT = min(K / BK - kt0, kt_per);   // this split's tiles
     y += (size_t)blockIdx.z * M * ldy;
     if (tid == 0) {
@@ -83,12 +92,21 @@ matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ Te
     }
     __syncthreads();
     pdl_wait();                                                 // x is the kernel before's output
+#if GROUPED
+    {   // rows [m0, mend) of the sorted tokens are expert e's, whose weights start e * n1 rows in
+        const int* tl = tiles + 3 * (size_t)blockIdx.x;
+        if (tl[0] < 0) return;                                  // a slot past the last tile
+        wrow = tl[0] * n1;
+        m0 = tl[1];
+        mend = m0 + tl[2];
+    }
+#endif
 
     if (tid >= NCONS) {                                         // the producer warpgroup: one thread
         regs_dec<40>();
         if (tid == NCONS) {
             const TensorMap* tw = PAIR ? &tw0 : (n0 < n1 ? &tw0 : (n0 < n2 ? &tw1 : &tw2));
-            const int wr = PAIR ? n0 : (n0 < n1 ? n0 : (n0 < n2 ? n0 - n1 : n0 - n2));   // the tile's rows in its part
+            const int wr = wrow + (PAIR ? n0 : (n0 < n1 ? n0 : (n0 < n2 ? n0 - n1 : n0 - n2)));   // the tile's rows in its part
             tma_prefetch_map(&tx);
             tma_prefetch_map(tw);
             if (PAIR) tma_prefetch_map(&tw1);
@@ -143,12 +161,12 @@ matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ Te
 #pragma unroll
     for (int i = 0; i < BT / 2; ++i) fence_reg(acc[i]);
     if (PAIR == 0) {
-        store_acc<BT, true>(acc, y, res, m0, n0, row, t, M, N, ldy, n1, n2);
+        store_acc<BT, true>(acc, y, res, m0, n0, row, t, mend, N, ldy, n1, n2);
         return;
     }
     const int pr = wid * 16 + g;                                // this thread's first row of the 64
     if (PAIR == 1) {                                            // planar partial sums: gate [M, n1], up after it
-        store_acc<BT, false>(acc, y + (size_t)wg * M * n1, nullptr, m0, n0, pr, t, M, n1, n1, n1, n1);
+        store_acc<BT, false>(acc, y + (size_t)wg * M * n1, nullptr, m0, n0, pr, t, mend, n1, n1, n1, n1);
         return;
     }
     // PAIR == 2: warpgroup 1's up sums to warpgroup 0 through the ring (every stage is consumed)
@@ -163,7 +181,7 @@ matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ Te
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i)                        // as q8_splitk_reduce: the same bits
             acc[i] = silu(0.f + acc[i]) * (0.f + xchg[i * 128 + tid]);
-        store_acc<BT, false>(acc, y, nullptr, m0, n0, pr, t, M, n1, ldy, n1, n1);
+        store_acc<BT, false>(acc, y, nullptr, m0, n0, pr, t, mend, n1, ldy, n1, n1);
     }
 }
 PDL_READY(matmul_q8_0_tma);

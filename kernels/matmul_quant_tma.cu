@@ -46,6 +46,14 @@
 #define PAIR 0           // as version 7: 1 gate | up partial sums planar, 2 y = silu(gate) * up
 #endif
 using F = Fmt<WTYPE>;
+#ifndef GROUPED
+#define GROUPED 0        // 1: a mixture of experts' tiles (chapter 11d): blockIdx.x a slot of `tiles`
+#endif
+#if GROUPED
+#define TILES_ARG , const int* __restrict__ tiles
+#else
+#define TILES_ARG
+#endif
 #define BW 128           // weight rows per block tile: 2 warpgroups x m64
 #define BK 64            // k per stage
 #define X_TILE (BT * BK * 2)
@@ -93,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(NCONS + 128, 1)
 matmul_quant_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ TensorMap tw0,
                  const __grid_constant__ TensorMap tw1, const __grid_constant__ TensorMap tw2,
                  float* __restrict__ y, const float* __restrict__ res, int M, int N, int K, int ldy,
-                 int kt_per, int n1, int n2)
+                 int kt_per, int n1, int n2 TILES_ARG)
 {
     extern __shared__ unsigned char smem_raw[];
     unsigned char* base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -102,7 +110,8 @@ matmul_quant_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ T
     uint64_t* full = reinterpret_cast<uint64_t*>(sw + STAGES * W_TILE);
     uint64_t* empty = full + STAGES;
     const int tid = threadIdx.x;
-    const int m0 = blockIdx.x * BT, n0 = blockIdx.y * (PAIR ? BW / 2 : BW);
+    const int n0 = blockIdx.y * (PAIR ? BW / 2 : BW);
+    int m0 = blockIdx.x * BT, mend = M, wrow = 0;          // GROUPED: the tile's rows, its expert's
     const int kt0 = blockIdx.z * kt_per, NKT = min(K / BK - kt0, kt_per);   // this split's tiles
     y += (size_t)blockIdx.z * M * ldy;
     if (tid == 0) {
@@ -114,12 +123,21 @@ matmul_quant_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ T
     }
     __syncthreads();
     pdl_wait();
+#if GROUPED
+    {   // rows [m0, mend) of the sorted tokens are expert e's, whose weights start e * n1 rows in
+        const int* tl = tiles + 3 * (size_t)blockIdx.x;
+        if (tl[0] < 0) return;                                  // a slot past the last tile
+        wrow = tl[0] * n1;
+        m0 = tl[1];
+        mend = m0 + tl[2];
+    }
+#endif
 
     if (tid >= NCONS) {                                         // the producer: one thread issues
         regs_dec<40>();
         if (tid == NCONS) {
             const TensorMap* tw = PAIR ? &tw0 : (n0 < n1 ? &tw0 : (n0 < n2 ? &tw1 : &tw2));
-            const int wr = PAIR ? n0 : (n0 < n1 ? n0 : (n0 < n2 ? n0 - n1 : n0 - n2));
+            const int wr = wrow + (PAIR ? n0 : (n0 < n1 ? n0 : (n0 < n2 ? n0 - n1 : n0 - n2)));
             tma_prefetch_map(&tx);
             tma_prefetch_map(tw);
             if (PAIR) tma_prefetch_map(&tw1);
@@ -168,12 +186,12 @@ matmul_quant_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ T
 #pragma unroll
     for (int i = 0; i < BT / 2; ++i) fence_reg(acc[i]);
     if (PAIR == 0) {
-        store_acc<BT, true>(acc, y, res, m0, n0, row, t, M, N, ldy, n1, n2);
+        store_acc<BT, true>(acc, y, res, m0, n0, row, t, mend, N, ldy, n1, n2);
         return;
     }
     const int pr = wid * 16 + g;
     if (PAIR == 1) {
-        store_acc<BT, false>(acc, y + (size_t)wg * M * n1, nullptr, m0, n0, pr, t, M, n1, n1, n1, n1);
+        store_acc<BT, false>(acc, y + (size_t)wg * M * n1, nullptr, m0, n0, pr, t, mend, n1, n1, n1, n1);
         return;
     }
     float* xchg = reinterpret_cast<float*>(base);               // PAIR == 2: as version 7
@@ -186,7 +204,7 @@ matmul_quant_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ T
     if (wg == 0) {
 #pragma unroll
         for (int i = 0; i < BT / 2; ++i) acc[i] = silu(0.f + acc[i]) * (0.f + xchg[i * 128 + tid]);
-        store_acc<BT, false>(acc, y, nullptr, m0, n0, pr, t, M, n1, ldy, n1, n1);
+        store_acc<BT, false>(acc, y, nullptr, m0, n0, pr, t, mend, n1, ldy, n1, n1);
     }
 }
 PDL_READY(matmul_quant_tma);

@@ -359,9 +359,9 @@ def _():
     return (lambda: ([x], dict(factor=math.sqrt(1152)))), (lambda a, kw: a[0].astype(np.float64) * kw["factor"])
 
 
-# Qwen3-MoE's experts (chapter 08d): the CPU's only so far; the reference runs token by token in float64
+# Qwen3-MoE's experts (chapters 08d and 11d); the reference runs token by token in float64
 for T, E, k, norm in ((1, 8, 2, True), (9, 16, 4, False), (40, 64, 8, True)):
-    @case("moe_ffn", f"T{T} E{E} k{k} norm {norm}", cpu_only=True)
+    @case("moe_ffn", f"T{T} E{E} k{k} norm {norm}")
     def _(T=T, E=E, k=k, norm=norm):
         D, F = 64, 32
         x, r, g, u, dn = f32(T, D), f32(E, D, scale=0.3), f32(E, F, D, scale=0.1), f32(E, F, D, scale=0.1), f32(E, D, F, scale=0.1)

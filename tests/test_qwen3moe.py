@@ -173,12 +173,3 @@ def test_config_readers():
     with pytest.raises(ConfigError, match="need n_expert > 0"):
         ModelConfig(arch="qwen3", n_layer=1, hidden_size=64, n_head=4, n_head_kv=2, head_dim=16, ffn_size=96,
                     vocab_size=50, context_length=64, rms_eps=1e-6, rope_base=1e4, n_expert_used=2)
-
-
-@pytest.mark.gpu
-def test_gpu_refuses_the_op_it_lacks(tmp_path):
-    "No CUDA kernel runs the experts yet: loading on 'cuda' is refused, naming the op."
-    from tffedu.errors import ModelError
-    path = write_gguf(tiny_qwen3moe(seed=1), tmp_path / "m.gguf")
-    with pytest.raises(ModelError, match="moe_ffn.*no cuda kernel"):
-        tffedu.load(path, device="cuda")

@@ -27,6 +27,7 @@ Modules:
 - `tffedu.ops.cuda_attention`: CUDA backend, part 3 (chapter 12): flash attention (prefill) and paged decode attention.
 - `tffedu.ops.cuda_gemm`: CUDA backend, part 2 (chapter 11): the matmul ladder and the Q8_0 GEMV.
 - `tffedu.ops.cuda_matmul`: CUDA backend, part 2b (chapter 11b): the `matmul` op and its fused neighbours.
+- `tffedu.ops.cuda_moe`: CUDA backend, part 2d (chapter 11d): a mixture of experts' feed-forward on the GPU.
 - `tffedu.ops.cuda_q8_gemm`: CUDA backend, part 2a (chapter 11a): Q8_0 weights straight into the tensor cores.
 - `tffedu.ops.cuda_quant`: CUDA backend, part 2c (chapter 11c): the GGUF block formats besides Q8_0 read as stored.
 - `tffedu.parallel`: Tensor parallelism (chapter 17): one model split over the ranks of a group, Megatron's way.

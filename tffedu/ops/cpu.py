@@ -20,7 +20,7 @@ from ..quant import dequantize
 
 # %% auto #0
 __all__ = ['GEMV_ROWS', 'as_f32', 'clear_weight_cache', 'get_rows', 'rmsnorm', 'matmul', 'rope_angles', 'rope', 'causal_mask',
-           'attention', 'silu', 'swiglu', 'add', 'mul', 'softmax', 'argmax', 'geglu', 'scale', 'moe_ffn']
+           'attention', 'silu', 'swiglu', 'add', 'mul', 'softmax', 'argmax', 'geglu', 'scale', 'moe_route', 'moe_ffn']
 
 # %% ../../notebooks/07_cpu_ops.ipynb #2d05b63d
 _F32_CACHE: dict[int, tuple] = {}   # id(weight) -> (weakref to the weight, float32 array)
@@ -302,17 +302,25 @@ def scale(x, factor: float = 1.0, out=None):
     return np.multiply(x, np.float32(factor), out=_out(out, x.shape))
 
 
+def moe_route(logits, k: int, norm: bool = True):
+    """A router's choice: each token's k likeliest experts [T, k] (ties to the lower expert) and
+    their weights [T, k], the softmax probabilities of logits [T, E] (renormalised over the k when
+    `norm`). The GPU's moe_route kernel (chapter 11d) is checked against it."""
+    p = softmax(logits)                                                # [T, E]
+    top = np.argsort(-p, axis=1, kind="stable")[:, :k]                 # [T, k]
+    w = np.take_along_axis(p, top, axis=1)
+    if norm:
+        w /= w.sum(axis=1, keepdims=True)
+    return top, w
+
+
 @OPS.register("moe_ffn", "cpu")
 def moe_ffn(x, router, gate_exps, up_exps, down_exps, k: int, norm: bool = True, out=None):
     """A mixture-of-experts feed-forward (Qwen3-MoE, chapter 08d): x [T, D] -> [T, D]. The router
     [E, D] gives each token a softmax over the E experts; its k likeliest run (SwiGLU, gate/up
     [E, F, D], down [E, D, F]) and their outputs add up, weighted by those probabilities
     (renormalised over the k when `norm`). Each chosen expert runs once, on all its tokens."""
-    p = softmax(x @ as_f32(router).T)                                  # [T, E]
-    top = np.argsort(-p, axis=1, kind="stable")[:, :k]                 # [T, k]: ties to the lower expert
-    w = np.take_along_axis(p, top, axis=1)
-    if norm:
-        w /= w.sum(axis=1, keepdims=True)
+    top, w = moe_route(x @ as_f32(router).T, k, norm)
     gate, up, down = as_f32(gate_exps), as_f32(up_exps), as_f32(down_exps)
     out = _out(out, x.shape)
     out[...] = 0

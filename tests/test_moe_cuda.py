@@ -1,0 +1,156 @@
+"""A mixture of experts on the GPU (chapter 11d, issue 31) against numpy and HF transformers:
+
+* the routing kernels (`moe_route`, `moe_sort`) against chapter 07's numpy routing: the same experts
+  (ties to the lower one), weights, counts, and a grouping every tile of which is one expert's;
+  NaN logits still pick k distinct experts in range;
+* the `moe_ffn` op for every expert type the GEMVs read (and floats, and mixes) against chapter 07's
+  numpy op on the same dequantized weights, at decode and prefill sizes;
+* random Qwen3-MoE models on the GPU: logits against HF float32, greedy tokens HF's top-1,
+  generate_batch == generate with the decode graphs replaying.
+GPU machine only (skipped elsewhere)."""
+import numpy as np
+import pytest
+
+from hf_models import hf_logits, tiny_qwen3moe, write_gguf
+
+pytestmark = pytest.mark.gpu
+
+
+def dev(a, dtype=None):
+    from tffedu.tensor import Tensor
+    return (Tensor.from_numpy(a) if dtype is None else Tensor.from_numpy(a, dtype)).to("cuda")
+
+
+@pytest.mark.parametrize("T,E,k,norm", [(1, 8, 2, True), (3, 64, 8, False), (64, 128, 8, True), (513, 16, 4, True),
+                                        (7, 300, 1, False), (40, 4, 4, True)])
+def test_route_and_sort_match_numpy(T, E, k, norm):
+    from tffedu.ops.cpu import moe_route as route_ref
+    from tffedu.ops.cuda_moe import moe_route_sort
+    rng = np.random.default_rng(T * 1000 + E + k)
+    logits = (3 * rng.standard_normal((T, E))).astype(np.float32)
+    logits[0, :3] = logits[0, 3]                         # a four-way tie: the lower experts first
+    r = moe_route_sort(dev(logits), k, norm)
+    top, w = route_ref(logits, k, norm)
+    np.testing.assert_array_equal(r["ids"], top)
+    np.testing.assert_allclose(r["wts"], w, rtol=2e-5, atol=1e-7)
+    P, ids = T * k, r["ids"].ravel()
+    np.testing.assert_array_equal(r["counts"], np.bincount(ids, minlength=E))
+    perm, pos = r["perm"], r["pos"]
+    np.testing.assert_array_equal(np.sort(perm), np.arange(P))
+    np.testing.assert_array_equal(pos[perm], np.arange(P))
+    e_sorted = ids[perm]
+    assert np.all(np.diff(e_sorted) >= 0)                          # grouped by expert ...
+    assert np.all(np.diff(perm)[np.diff(e_sorted) == 0] > 0)       # ... in pair order within one
+    tiles, BM = r["tiles"], r["BM"]
+    used = tiles[tiles[:, 0] >= 0]
+    assert np.all(tiles[len(used):, 0] == -1)                      # used slots first, the rest marked
+    covered = np.zeros(P, int)
+    for e, m0, n in used:
+        assert 1 <= n <= BM and np.all(e_sorted[m0:m0 + n] == e)
+        covered[m0:m0 + n] += 1
+    assert np.all(covered == 1)
+
+
+def test_route_survives_nan_logits():
+    from tffedu.ops.cuda_moe import moe_route_sort
+    logits = np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32)
+    logits[0] = np.nan
+    logits[1, 3] = np.nan
+    logits[2, :] = -np.inf
+    r = moe_route_sort(dev(logits), 4, True)
+    assert np.all((r["ids"] >= 0) & (r["ids"] < 16))
+    assert all(len(set(row)) == 4 for row in r["ids"].tolist())
+    assert np.all(np.isfinite(r["wts"][3]))
+
+
+def expert_tensor(w: np.ndarray, wk: str):
+    """Stacked experts f32 [E, N, K] as the runner uploads them in type wk (a REPACKED type in the
+    GPU's layout), and their values as the file holds them."""
+    from tffedu.ops.cuda_quant import REPACKED, repack_blocks
+    from tffedu.quant import dequantize, quantize
+    E, N, K = w.shape
+    if wk in ("F32", "F16"):
+        a = w.astype(np.float32 if wk == "F32" else np.float16)
+        return dev(a), a.astype(np.float32)
+    if wk == "BF16":                                   # the top 16 bits (truncated, as the reference)
+        bits = (w.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        return dev(bits, "BF16"), (bits.astype(np.uint32) << 16).view(np.float32)
+    raw = quantize(w.reshape(E * N, K), wk)
+    ref = dequantize(raw, wk, (E * N, K)).reshape(E, N, K).astype(np.float32)
+    if wk in REPACKED:
+        raw, wk = repack_blocks(raw, wk), REPACKED[wk]
+    return dev(raw.reshape(E, N, -1), wk), ref
+
+
+TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
+MIXES = [("Q4_K", "Q4_K", "Q6_K"), ("Q8_0", "Q4_K", "Q8_0"), ("F16", "Q8_0", "F32")]
+
+
+@pytest.mark.parametrize("T", [1, 8, 40])
+@pytest.mark.parametrize("types", [(t, t, t) for t in TYPES] + MIXES, ids=lambda t: "-".join(t) if isinstance(t, tuple) else t)
+def test_moe_ffn_matches_numpy(types, T):
+    from tffedu.ops.cpu import moe_ffn as moe_ref
+    from tffedu.ops.cuda_moe import moe_ffn
+    D, F, E, k = 256, 512, 16, 4
+    rng = np.random.default_rng(T)
+    x = rng.standard_normal((T, D)).astype(np.float32)
+    router = (0.2 * rng.standard_normal((E, D))).astype(np.float32)
+    (g, gr), (u, ur), (d, dr) = (expert_tensor((0.05 * rng.standard_normal(s)).astype(np.float32), t)
+                                 for s, t in zip(((E, F, D), (E, F, D), (E, D, F)), types))
+    for norm in (True, False):
+        ref = moe_ref(x, router, gr, ur, dr, k=k, norm=norm)
+        got = moe_ffn(dev(x), dev(router), g, u, d, k=k, norm=norm).to("cpu").numpy()
+        err = np.abs(got - ref).max() / np.abs(ref).max()
+        floats = all(t in ("F32", "F16", "BF16") for t in types)
+        assert err < (1e-5 if floats else 2e-2), err      # int8 activations: the GEMVs' own error
+
+
+def test_moe_ffn_refuses_bad_arguments():
+    from tffedu.errors import ShapeError
+    from tffedu.ops.cuda_moe import moe_ffn
+    x, r = dev(np.zeros((2, 64), np.float32)), dev(np.zeros((4, 64), np.float32))
+    g, d = dev(np.zeros((4, 32, 64), np.float32)), dev(np.zeros((4, 64, 32), np.float32))
+    for k in (0, 5, 1.5):
+        with pytest.raises(ShapeError, match="k"):
+            moe_ffn(x, r, g, g, d, k=k)
+    with pytest.raises(ShapeError, match="must be"):
+        moe_ffn(x, r, g, g, g, k=2)
+    with pytest.raises(ShapeError, match="must be"):
+        moe_ffn(x, dev(np.zeros((3, 64), np.float32)), g, g, d, k=2)
+
+
+MODELS = [   # (name, tiny_qwen3moe arguments, weight type, tolerance on max|err| / max|logit|)
+    ("e8-k2 F32", dict(experts=8, top_k=2, seed=1), "F32", 3e-3),
+    ("e16-k4 raw tied F16", dict(experts=16, top_k=4, norm_topk_prob=False, tied=True, seed=2), "F16", 5e-3),
+    ("e64-k8 Q8_0", dict(experts=64, top_k=8, hidden=256, heads=4, head_dim=64, expert_ffn=256, seed=3), "Q8_0", 3e-2),
+    ("e16-k4 Q4_K_M", dict(experts=16, top_k=4, hidden=256, heads=4, head_dim=64, expert_ffn=256, seed=4), "Q4_K_M", 3e-2),
+]
+
+
+@pytest.mark.parametrize("name,kw,wtype,tol", MODELS, ids=[m[0] for m in MODELS])
+def test_qwen3moe_on_cuda_matches_hf(tmp_path, name, kw, wtype, tol, capfd):
+    import tffedu
+    from tffedu.engine import engine_of
+    hf = tiny_qwen3moe(**kw)
+    m = tffedu.load(write_gguf(hf, tmp_path / "m.gguf", wtype), device="cuda", n_ctx=256)
+    ids = np.random.default_rng(0).integers(0, 400, 60).tolist()
+    for n in (1, 7, 60):
+        got, ref = m.logits(ids[:n]), hf_logits(hf, ids[:n])
+        err = np.abs(got - ref).max() / np.abs(ref).max()
+        ours = got.argmax(-1)
+        print(f"{name:22s} T={n:3d} rel err {err:.1e} argmax agreement {(ours == ref.argmax(-1)).mean():.1%}")
+        assert err < tol
+        gap = ref.max(-1) - ref[np.arange(n), ours]           # a differing argmax: a near-tie in HF
+        assert np.all(gap <= 2 * err * np.abs(ref).max()), gap.max()
+    prompt = ids[:9]
+    ours = m.generate(prompt, max_new_tokens=12, ignore_eos=True).tokens
+    ref = hf_logits(hf, prompt + ours)[len(prompt) - 1:-1]
+    gap = ref.max(-1) - ref[np.arange(len(ours)), ours]
+    assert np.all(gap <= 2 * tol * np.abs(ref).max(-1)), gap
+    rng = np.random.default_rng(1)
+    ps = [rng.integers(0, 400, rng.integers(3, 30)).tolist() for _ in range(5)]
+    alone = [m.generate(p, max_new_tokens=10, ignore_eos=True).tokens for p in ps]
+    engine_of(m, max_batch=4)
+    assert [o.tokens for o in m.generate_batch(ps, max_new_tokens=10, ignore_eos=True)] == alone
+    assert engine_of(m).runner.stats["replayed"] > 0              # decode ran from CUDA graphs
+    assert "dequantized to F16" not in capfd.readouterr().err
