@@ -11,6 +11,7 @@
 //   float weights; at prefill the tensor cores, matmul_q8_tma.cu and matmul_quant_tma.cu's GROUPED)
 //   moe_combine  out[t] = sum_j w[t, j] * y[pos[t, j]], in j order (deterministic)
 #include "common.cuh"
+#include "gemv_f.cuh"
 
 #ifndef BLOCK
 #define BLOCK 128
@@ -193,19 +194,14 @@ extern "C" __global__ void moe_combine(const float* __restrict__ y, const int* _
 PDL_READY(moe_combine);
 
 // ---------------------------------------------------------------- float experts (F32, F16, BF16)
-// The GEMV over a tile for weights stored as floats (an HF folder's experts, a GGUF's F16): a warp per
-// output row, its lanes along K, the tile's rows (<= BM) of f32 activations against it. GLU: the
-// row of the gate and of the up matrix, y = silu(gate . x) * (up . x).
+// The GEMV over a tile for weights stored as floats (an HF folder's experts, a GGUF's F16): gemv_f.cuh's
+// warp per output row, the tile's rows (<= BM) of f32 activations against its expert's weights.
 #ifndef WT
 #define WT float
 #endif
 #ifndef BM
 #define BM 8
 #endif
-__device__ __forceinline__ float f32_of(float v) { return v; }
-__device__ __forceinline__ float f32_of(__half v) { return __half2float(v); }
-__device__ __forceinline__ float f32_of(__nv_bfloat16 v) { return __bfloat162float(v); }
-
 template <bool GLU>
 __device__ __forceinline__ void moe_gemv_f_body(const WT* __restrict__ w, const WT* __restrict__ w2,
                                                 const int* __restrict__ tiles, long long estride,
@@ -214,30 +210,10 @@ __device__ __forceinline__ void moe_gemv_f_body(const WT* __restrict__ w, const 
     pdl_wait();
     const int* tl = tiles + 3 * (size_t)blockIdx.y;
     const int e = tl[0], m0 = tl[1], nt = tl[2];
-    const int lane = threadIdx.x & 31, n = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    const int n = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (e < 0 || n >= N) return;
-    const WT* wr = w + e * estride + (size_t)n * K;
-    const WT* ur = GLU ? w2 + e * estride + (size_t)n * K : nullptr;
-    float a[BM], b[BM];
-#pragma unroll
-    for (int t = 0; t < BM; ++t) a[t] = b[t] = 0.f;
-    for (int i = lane; i < K; i += 32) {
-        const float g = f32_of(wr[i]), u = GLU ? f32_of(ur[i]) : 0.f;
-#pragma unroll
-        for (int t = 0; t < BM; ++t) {
-            if (t >= nt) break;
-            const float xv = x[(size_t)(m0 + t) * K + i];
-            a[t] += g * xv;
-            if (GLU) b[t] += u * xv;
-        }
-    }
-#pragma unroll
-    for (int t = 0; t < BM; ++t) {
-        if (t >= nt) break;
-        float s = warp_sum(a[t]);
-        if (GLU) s = silu(s) * warp_sum(b[t]);
-        if (lane == 0) y[(size_t)(m0 + t) * N + n] = s;
-    }
+    gemv_f_rows<BM, GLU>(w + e * estride + (size_t)n * K, GLU ? w2 + e * estride + (size_t)n * K : nullptr,
+                         x + (size_t)m0 * K, y + (size_t)m0 * N, nt, n, N, K);
 }
 
 extern "C" __global__ void moe_gemv_f(const WT* __restrict__ w, const int* __restrict__ tiles, long long estride,

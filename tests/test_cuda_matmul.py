@@ -676,6 +676,7 @@ def test_q8_tma_epilogues(M, Ns, K, splits):
     (1, 1001, 4096, "Q8_0", "F32"), (8, 1001, 4096, "Q8_0", "F16"), (9, 1001, 4096, "Q8_0", "F32"),
     (300, 515, 1024, "Q8_0", "F16"), (40, 300, 2048, "Q8_0", "F32"), (33, 65, 96, "Q8_0", "F32"), (100, 70, 512, "Q8_0", "F16"),
     (7, 65, 33, "F32", "F32"), (70, 65, 33, "F32", "F16"),
+    (1, 128, 2048, "F32", "F32"), (513, 128, 2048, "F32", "F32"), (20, 1100, 2048, "F32", "F16"),  # router; regblock
     (257, 300, 512, "F16", "F16"), (129, 100, 200, "BF16", "F32"),
 ])
 def test_matmul_op(T, N, K, wt, xt):
@@ -705,6 +706,18 @@ def test_matmul_op(T, N, K, wt, xt):
     y = mm(ga.to_gpu(x), ga.to_gpu(w), w_dtype=wt)
     assert y.shape == (T, N) and y.dtype == np.float32
     assert gm.relerr(y.get(), ref) < tol
+
+
+@pytest.mark.gpu
+def test_gemv_f_rows_do_not_depend_on_the_batch():
+    "gemv_f sums a row in one order at every batch: a token's router logits alone = in a batch, bit for bit."
+    ga = _ga()
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((13, 2048), dtype=np.float32), rng.standard_normal((128, 2048), dtype=np.float32)
+    y13 = cm.matmul(ga.to_gpu(x), ga.to_gpu(w)).get()
+    for t in (0, 5, 12):
+        assert np.array_equal(cm.matmul(ga.to_gpu(x[t:t + 1]), ga.to_gpu(w)).get(), y13[t:t + 1])
+    assert gm.relerr(y13, gm.matmul_ref(x, w)) < 1e-5
 
 
 @pytest.mark.gpu

@@ -695,6 +695,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                         'tffedu.ops.cuda_matmul.embedding': ('matmul_op.html#embedding', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul.fuses_epilogue': ( 'matmul_op.html#fuses_epilogue',
                                                                                    'tffedu/ops/cuda_matmul.py'),
+                                        'tffedu.ops.cuda_matmul.gemv_f': ('matmul_op.html#gemv_f', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul.gpu_weight': ('matmul_op.html#gpu_weight', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul.matmul': ('matmul_op.html#matmul', 'tffedu/ops/cuda_matmul.py'),
                                         'tffedu.ops.cuda_matmul.matmul_add': ('matmul_op.html#matmul_add', 'tffedu/ops/cuda_matmul.py'),

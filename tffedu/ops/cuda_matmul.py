@@ -25,8 +25,9 @@ from .cuda_q8_gemm import Q8_GEMM_MIN_M, q8_gemm, q8_gemm_available, q8_gemm_par
 
 
 # %% auto #0
-__all__ = ['GPU_WEIGHTS', 'MatmulPath', 'GpuWeight', 'gpu_weight', 'same_kernel_rows', 'matmul', 'embedding', 'reads_packed_i8',
-           'fuses_epilogue', 'matmul_add', 'matmul_swiglu', 'matmul_cat', 'rmsnorm_q8', 'matmul_q8']
+__all__ = ['GEMV_F_ROWS', 'F32_GEMV_BYTES', 'GPU_WEIGHTS', 'MatmulPath', 'GpuWeight', 'gpu_weight', 'same_kernel_rows', 'gemv_f',
+           'matmul', 'embedding', 'reads_packed_i8', 'fuses_epilogue', 'matmul_add', 'matmul_swiglu', 'matmul_cat',
+           'rmsnorm_q8', 'matmul_q8']
 
 # %% ../../notebooks/11b_matmul_op.ipynb #828d434a
 @dataclass(frozen=True)
@@ -174,9 +175,27 @@ def _f32_pieces(T, K, N, xk, wk, epilogue=None) -> list[int]:
     return _x_pieces(xk, "F32", T, K)
 
 
+GEMV_F_ROWS = 8                  # rows of x per block of gemv_f
+F32_GEMV_BYTES = 8 << 20         # F32 weights this small take gemv_f at every T (re-read from L2)
+
+
+def gemv_f(x, w, y, T: int, N: int, K: int, stream=None) -> None:
+    """y f32 [T, N] = x f32 [T, K] @ w f32 [N, K].T at device addresses (T >= 1): a warp per weight
+    row, 8 rows of x at a time (gemv_f.cu)."""
+    rows = min(int(T), GEMV_F_ROWS)
+    launch(kernel("gemv_f.cu", "gemv_f", "PPPiii", {"ROWS": rows}), ((N + 3) // 4, -(-T // rows)), (128,), stream,
+           int(w), int(x), int(y), np.int32(T), np.int32(N), np.int32(K))
+
+
 def _sgemm(xp, xk, wp, wk, yp, T, N, K, ws, stream=None, **epilogue):
-    "F32 weights: the register-blocked fp32 GEMM (version 3) at every T."
-    sgemm(_x_as(xp, xk, "F32", T, K, ws, stream), wp, yp, T, N, K, "regblock", stream)
+    """F32 weights: the register-blocked fp32 GEMM (version 3), whose 128 x 128 tiles need a big
+    product to fill the card; a few rows (decode) or a small matrix (a mixture's router: 128 rows)
+    take `gemv_f` instead."""
+    xf = _x_as(xp, xk, "F32", T, K, ws, stream)
+    if T <= GEMV_F_ROWS or N * K * 4 <= F32_GEMV_BYTES:
+        gemv_f(xf, wp, yp, T, N, K, stream)
+    else:
+        sgemm(xf, wp, yp, T, N, K, "regblock", stream)
 
 
 GPU_WEIGHTS: dict[str, GpuWeight] = {      # what the CUDA kernels read as stored (chapter 13 makes the rest F16)
