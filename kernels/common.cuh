@@ -98,6 +98,13 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+// The activations' int8 blocks (what the GEMVs read, like Q8_0 / Q8_1): a warp's 32 lanes hold one
+// block's values; each gets its code against the block's scale d = amax / 127 (returned in d).
+__device__ __forceinline__ int8_t quantize_q8_lane(float v, float& d) {
+    d = warp_max(fabsf(v)) / 127.f;
+    return (int8_t)(d > 0.f ? __float2int_rn(v / d) : 0);
+}
+
 // Block-wide sum with warp shuffles: one partial per warp goes through shared memory.
 // `red` must hold 32 floats. Every thread gets the result. blockDim.x must be a multiple of 32.
 __device__ __forceinline__ float block_sum(float v, float* red) {
@@ -166,9 +173,9 @@ __device__ __forceinline__ void gemv_store(float (&acc)[RR][T], float res_mine, 
         }
 }
 
-// Chapter 11d: the tile of a grouped launch over a mixture of experts (grid.y: the tile slots that
-// moe.cu's moe_sort wrote): (expert, first sorted row, rows); expert -1: an unused slot.
-__device__ __forceinline__ int3 moe_tile(const int* __restrict__ tiles) {
-    const int* t = tiles + 3 * (size_t)blockIdx.y;
+// Chapter 11d: tile slot `slot` of a grouped launch over a mixture of experts (the table moe.cu's
+// moe_sort wrote): (expert, first sorted row, rows); expert -1: an unused slot.
+__device__ __forceinline__ int3 moe_tile(const int* __restrict__ tiles, int slot) {
+    const int* t = tiles + 3 * (size_t)slot;
     return make_int3(t[0], t[1], t[2]);
 }

@@ -116,13 +116,8 @@ __device__ __forceinline__ void quantize_act(const TIn* __restrict__ x, int8_t* 
     const long long blk = gid / 32;
     const int lane = threadIdx.x & 31;
     if (blk >= (long long)T * nb) return;              // whole warps leave together
-    const float v = (float)x[blk * QK + lane];          // [T, K] row-major: block blk starts at blk*32
-    float a = fabsf(v);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-    const float d = a / 127.f;
-    const int q = d > 0.f ? __float2int_rn(v / d) : 0;
-    xq[blk * QK + lane] = (int8_t)q;
+    float d;                                            // [T, K] row-major: block blk starts at blk*32
+    xq[blk * QK + lane] = quantize_q8_lane((float)x[blk * QK + lane], d);
     if (lane == 0) xd[blk] = d;
 }
 extern "C" __global__ void quantize_q8_act_f32(const float* x, int8_t* xq, float* xd, int T, int K) {
@@ -175,12 +170,8 @@ extern "C" __global__ void rmsnorm_quantize_q8(const float* __restrict__ x, cons
     const int nb = D / QK, b = blockIdx.y * (blockDim.x / WARP) + wid;
     if (b < nb) {                                // a warp per 32-block, as quantize_act does it
         const int i = b * QK + lane;
-        const float v = x[(size_t)r * D + i] * inv * w[i];
-        float a = fabsf(v);
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-        const float d = a / 127.f;
-        xq[(size_t)r * D + i] = (int8_t)(d > 0.f ? __float2int_rn(v / d) : 0);
+        float d;
+        xq[(size_t)r * D + i] = quantize_q8_lane(x[(size_t)r * D + i] * inv * w[i], d);
         if (lane == 0) xd[(size_t)r * nb + b] = d;
     }
 }
@@ -343,7 +334,7 @@ __device__ __forceinline__ void gemv_moe(uint4* smem, const uint8_t* __restrict_
                                          const float* __restrict__ xd, float* __restrict__ y, int N, int K)
 {
     pdl_wait();
-    const int3 t = moe_tile(tiles);
+    const int3 t = moe_tile(tiles, blockIdx.y);        // grid.y: the tile slots
     if (t.x < 0) return;
     gemv_dp4a_body<EPI>(smem, w + t.x * estride, EPI == EPI_GLU ? w2 + t.x * estride : nullptr, nullptr,
                         xq + (size_t)t.y * K, xd + (size_t)t.y * (K / QK), y + (size_t)t.y * N, N, K,

@@ -431,7 +431,7 @@ __device__ __forceinline__ void gemv_quant_tile(uint4* smem, const uint8_t* __re
                                                 float* __restrict__ y, int N, int K)
 {
     pdl_wait();
-    const int3 t = moe_tile(tiles);
+    const int3 t = moe_tile(tiles, blockIdx.y);        // grid.y: the tile slots
     if (t.x < 0) return;
     const uint8_t* we = w + t.x * estride;
     const uint8_t* we2 = EPI == EPI_GLU ? w2 + t.x * estride : nullptr;

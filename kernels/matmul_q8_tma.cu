@@ -94,11 +94,11 @@ matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ Te
     pdl_wait();                                                 // x is the kernel before's output
 #if GROUPED
     {   // rows [m0, mend) of the sorted tokens are expert e's, whose weights start e * n1 rows in
-        const int* tl = tiles + 3 * (size_t)blockIdx.x;
-        if (tl[0] < 0) return;                                  // a slot past the last tile
-        wrow = tl[0] * n1;
-        m0 = tl[1];
-        mend = m0 + tl[2];
+        const int3 tl = moe_tile(tiles, blockIdx.x);
+        if (tl.x < 0) return;                                   // a slot past the last tile
+        wrow = tl.x * n1;
+        m0 = tl.y;
+        mend = m0 + tl.z;
     }
 #endif
 

@@ -2,7 +2,8 @@
 // token runs the k its router likes best. The steps, all on the device (no host round trip, so a
 // decode step stays one replayed CUDA graph):
 //   moe_route    router logits [T, E] -> each token's k experts (ids) and weights, and how many
-//                pairs (token, expert) each expert got (counts, atomically: a sum is a sum)
+//                pairs (token, expert) each expert got (counts, atomically: a sum is a sum); or,
+//                when a tile is one pair (decode), the tile table itself: no sort
 //   moe_sort     the pairs grouped by expert, in pair order within an expert (no atomics: the
 //                same order at every run): perm (sorted row -> pair), pos (pair -> sorted row),
 //                and the tiles of at most BM rows of one expert that the GEMVs take
@@ -20,10 +21,13 @@
 // One block per token: the softmax over its E logits, then k rounds of "the likeliest expert not
 // taken yet" (ties to the lower expert: numpy's stable argsort). w = p, or p / sum of the k p's
 // (norm). A NaN logit can never pick an id outside [0, E): a round takes the first untaken expert
-// unless another compares greater.
+// unless another compares greater. With `tiles` (tiles of one pair in pair order: a decode step)
+// pair q = t k + j is sorted row q and tile q, so the picks write the table and moe_sort is not
+// needed; else they count.
 extern "C" __global__ void __launch_bounds__(BLOCK)
 moe_route(const float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ wts,
-          int* __restrict__ counts, int E, int k, int norm)
+          int* __restrict__ counts, int* __restrict__ perm, int* __restrict__ pos, int* __restrict__ tiles,
+          int E, int k, int norm)
 {
     extern __shared__ float p[];                       // [E] probabilities, then E bytes of "taken"
     unsigned char* taken = reinterpret_cast<unsigned char*>(p + E);
@@ -69,11 +73,17 @@ moe_route(const float* __restrict__ logits, int* __restrict__ ids, float* __rest
                 if (best_i[w] >= 0 && (i < 0 || best_v[w] > v || (best_v[w] == v && best_i[w] < i))) {
                     v = best_v[w]; i = best_i[w];
                 }
+            const int q = t * k + j;
             taken[i] = 1;
-            ids[(size_t)t * k + j] = i;
-            wts[(size_t)t * k + j] = p[i];
+            ids[q] = i;
+            wts[q] = p[i];
             wsum += p[i];
-            atomicAdd(counts + i, 1);
+            if (tiles) {
+                perm[q] = pos[q] = q;
+                tiles[3 * (size_t)q] = i; tiles[3 * (size_t)q + 1] = q; tiles[3 * (size_t)q + 2] = 1;
+            } else {
+                atomicAdd(counts + i, 1);
+            }
         }
         __syncthreads();
     }
@@ -138,7 +148,7 @@ moe_sort(const int* __restrict__ ids, const int* __restrict__ counts, int* __res
 PDL_READY(moe_sort);
 
 // Sorted row r <- token perm[r] / k of x [T, D] f32: as int8 blocks of 32 (the GEMVs' activations,
-// bit for bit gemv_q8_0.cu's quantize_act of that row), one warp per block of 32 ...
+// quantize_q8_lane as gemv_q8_0.cu's quantize_act does it), one warp per block of 32 ...
 extern "C" __global__ void moe_gather_q8(const float* __restrict__ x, const int* __restrict__ perm,
                                          int8_t* __restrict__ xq, float* __restrict__ xd, int P, int D, int k)
 {
@@ -147,9 +157,8 @@ extern "C" __global__ void moe_gather_q8(const float* __restrict__ x, const int*
     const long long blk = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32;
     if (blk >= (long long)P * nb) return;              // whole warps leave together
     const int r = (int)(blk / nb), b = (int)(blk % nb);
-    const float v = x[(size_t)(perm[r] / k) * D + b * 32 + lane];
-    const float d = warp_max(fabsf(v)) / 127.f;
-    xq[blk * 32 + lane] = (int8_t)(d > 0.f ? __float2int_rn(v / d) : 0);
+    float d;
+    xq[blk * 32 + lane] = quantize_q8_lane(x[(size_t)(perm[r] / k) * D + b * 32 + lane], d);
     if (lane == 0) xd[blk] = d;
 }
 PDL_READY(moe_gather_q8);
@@ -208,8 +217,8 @@ __device__ __forceinline__ void moe_gemv_f_body(const WT* __restrict__ w, const 
                                                 const float* __restrict__ x, float* __restrict__ y, int N, int K)
 {
     pdl_wait();
-    const int* tl = tiles + 3 * (size_t)blockIdx.y;
-    const int e = tl[0], m0 = tl[1], nt = tl[2];
+    const int3 tl = moe_tile(tiles, blockIdx.y);
+    const int e = tl.x, m0 = tl.y, nt = tl.z;
     const int n = blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
     if (e < 0 || n >= N) return;
     gemv_f_rows<BM, GLU>(w + e * estride + (size_t)n * K, GLU ? w2 + e * estride + (size_t)n * K : nullptr,

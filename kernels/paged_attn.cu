@@ -71,12 +71,9 @@ __device__ __forceinline__ void merge_state(float& m, float& l, float* acc, floa
 // whole warp calls it, on 32 consecutive values of one row (HEAD_DIM % 32 == 0).
 __device__ __forceinline__ void write_out(float* out, size_t i, float v, size_t total) {
 #if QUANT
-    float a = fabsf(v);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-    const float d = a / 127.f;
+    float d;
     int8_t* xq = reinterpret_cast<int8_t*>(out);
-    xq[i] = (int8_t)(d > 0.f ? __float2int_rn(v / d) : 0);
+    xq[i] = quantize_q8_lane(v, d);
     if (i % 32 == 0) reinterpret_cast<float*>(xq + total)[i / 32] = d;
 #else
     out[i] = v;

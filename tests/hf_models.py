@@ -385,6 +385,18 @@ def hf_logits(model, ids) -> np.ndarray:
         return model(torch.tensor([list(ids)])).logits[0].float().numpy()
 
 
+def top1_gaps(ref: np.ndarray, tokens) -> np.ndarray:
+    """Per row of logits `ref`, how far the logit of the token chosen there sits below the row's best,
+    over the row's largest |logit|: 0 where it is the top-1, small at a near-tie."""
+    ref, tokens = np.asarray(ref), np.asarray(tokens)
+    return (ref.max(-1) - ref[np.arange(len(tokens)), tokens]) / np.abs(ref).max(-1)
+
+
+def hf_greedy_gaps(model, prompt, tokens) -> np.ndarray:
+    "`top1_gaps` of a continuation `tokens` of `prompt` along HF's own logits (teacher-forced)."
+    return top1_gaps(hf_logits(model, list(prompt) + list(tokens))[len(prompt) - 1:-1], tokens)
+
+
 def hf_greedy(model, ids, n: int) -> list[int]:
     "HF's greedy continuation (n new tokens, no early stop)."
     with torch.no_grad():

@@ -292,3 +292,21 @@ def test_op_totals_sum_the_timeline_by_op():
     rows = [dict(op="matmul", us=2.0, bytes=10), dict(op="add", us=0.5, bytes=1), dict(op="matmul", us=3.0, bytes=30)]
     assert op_totals(rows, "bytes") == {"matmul": [2, 5.0, 40], "add": [1, 0.5, 1]}
     assert op_totals([], "bytes") == {}
+
+
+def test_op_bytes_of_a_mixture_counts_the_experts_touched():
+    """op_bytes of a moe_ffn: the router whole, each expert tensor times the share of experts T tokens
+    picking k of E touch on average, 1 - (1 - k/E)^T; a dense matmul its whole weight. CPU."""
+    from types import SimpleNamespace
+    from tffedu.runner import op_bytes
+    T, D, E, F, k = 3, 16, 8, 4, 2
+    g = Graph()
+    x = g.input("x", (T, D))
+    ws = [g.weight(n, s) for n, s in (("r", (E, D)), ("g", (E, F, D)), ("u", (E, F, D)), ("d", (E, D, F)))]
+    y = g.op("moe_ffn", x, *ws, k=k, norm=True)
+    z = g.op("matmul", x, ws[0])
+    weights = {w.name: SimpleNamespace(nbytes=4 * int(np.prod(w.shape))) for w in ws}
+    share = 1 - (1 - k / E) ** T                                   # 0.578125
+    experts = sum(int(4 * E * F * D * share) for _ in range(3))
+    assert op_bytes(y, weights) == 4 * T * D * 2 + 4 * E * D + experts
+    assert op_bytes(z, weights) == 4 * T * D + 4 * E * D + 4 * T * E

@@ -394,13 +394,17 @@ def op_totals(rows: list[dict], key: str) -> dict:
 def op_bytes(node: Node, weights: dict, kv_tokens: int = 0) -> int:
     """The bytes an op must move at least: its weights and activations read, its output written,
     and for attention the f16 K and V of `kv_tokens` positions (a lower bound on its traffic). A
-    lookup (`get_rows`) reads only its rows of the table."""
+    lookup (`get_rows`) reads only its rows of the table; a mixture of experts (chapter 11d) the
+    experts T tokens touch on average when each picks k of E at random, E (1 - (1 - k/E)^T)."""
     if node.op == "get_rows" and node.inputs[0].kind == "weight":
         table, ids = node.inputs
         return node.nbytes + ids.nbytes + weights[table.name].nbytes // table.shape[0] * ids.shape[0]
     b = 0 if node.is_view else node.nbytes
-    for x in node.inputs:
-        if x.kind == "weight":
+    for i, x in enumerate(node.inputs):
+        if x.kind == "weight" and node.op == "moe_ffn" and i >= 2:       # gate, up, down [E, ...]
+            E, T = x.shape[0], node.inputs[0].shape[0]
+            b += int(weights[x.name].nbytes * (1 - (1 - node.attrs["k"] / E) ** T))
+        elif x.kind == "weight":
             b += weights[x.name].nbytes
         elif x.kind != "state":
             b += x.nbytes

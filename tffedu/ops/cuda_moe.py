@@ -26,16 +26,17 @@ from .cuda_matmul import GPU_WEIGHTS, _matmul_into, _matmul_pieces
 from .cuda_q8_gemm import (CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_SWIZZLE_NONE,
                                      CU_TENSOR_MAP_UINT8, Q8_TMA_GROUP, TMA_GEMMS, q8_gemm_available, q8_gemm_smem,
                                      q8_tma_stages, tensor_map)
-from .cuda_quant import DIRECT_TYPES, QUANT_TYPES, _tile_vec, gemv_defines, quant_gemv_config
+from .cuda_quant import QUANT_TYPES, quant_gemv_tiling
 
 # %% auto #0
-__all__ = ['MOE_MAX_BM', 'MOE_BLOCK', 'MOE_GEMM_MIN', 'FLOAT_EXPERTS', 'moe_tile_rows', 'moe_max_tiles', 'moe_route_sort',
-           'moe_scratch_bytes', 'moe_ffn']
+__all__ = ['MOE_MAX_BM', 'MOE_BLOCK', 'MOE_GEMM_MIN', 'MOE_PAIR_TILES', 'FLOAT_EXPERTS', 'moe_tile_rows', 'moe_pair_tiles',
+           'moe_max_tiles', 'moe_route_sort', 'moe_scratch_bytes', 'moe_ffn']
 
 # %% ../../notebooks/11d_moe.ipynb #f1d00a09
 MOE_MAX_BM = 8                 # rows per GEMV tile at most: the GEMVs' largest batch
 MOE_BLOCK = 128                # threads of moe_route and moe_sort (moe.cu's BLOCK)
 MOE_GEMM_MIN = 8               # pairs per expert (on average) from which the tensor cores take the tiles
+MOE_PAIR_TILES = 4             # tiles of one pair, unsorted, while pairs * this <= experts (moe_pair_tiles)
 
 
 def moe_tile_rows(P: int, E: int, gemm: bool = False) -> int:
@@ -50,6 +51,13 @@ def moe_tile_rows(P: int, E: int, gemm: bool = False) -> int:
     return bm
 
 
+def moe_pair_tiles(P: int, E: int) -> bool:
+    """Whether P pairs over E experts take tiles of one pair each in pair order, with no sort: when an
+    expert rarely gets two (a decode step). Sorted, an expert's tiles sit side by side and share its
+    weights through L2; at 4 P <= E few experts repeat, and skipping the sort pays."""
+    return MOE_PAIR_TILES * P <= E
+
+
 def moe_max_tiles(P: int, E: int, BM: int) -> int:
     """The tile slots a launch has: sum over the experts of ceil(count / BM) is less than
     P // BM + the experts that have pairs (and never more than P)."""
@@ -58,13 +66,18 @@ def moe_max_tiles(P: int, E: int, BM: int) -> int:
 # %% ../../notebooks/11d_moe.ipynb #f1d00a13
 def _route(logits: int, T: int, E: int, k: int, norm: bool, r: dict, stream=None) -> None:
     """moe_route then moe_sort on logits f32 [T, E] at a device address, into the device addresses
-    of `r`: ids, wts [T, k], counts [E], perm, pos [T k], tiles [n_tiles, 3] (and BM, n_tiles)."""
-    _drv().memset_d32_async(r["counts"], 0, E, stream)
-    route = kernel("moe.cu", "moe_route", "PPPPiii", {"BLOCK": MOE_BLOCK})
+    of `r`: ids, wts [T, k], counts [E], perm, pos [T k], tiles [n_tiles, 3] (and BM, n_tiles); with
+    tiles of one pair (moe_pair_tiles), moe_route alone (pair q: row q, tile q; counts not written)."""
+    single = moe_pair_tiles(T * k, E)                  # then BM == 1 and n_tiles == T k
+    if not single:
+        _drv().memset_d32_async(r["counts"], 0, E, stream)
+    route = kernel("moe.cu", "moe_route", "PPPPPPPiii", {"BLOCK": MOE_BLOCK})
     smem = E * 4 + -(-E // 4) * 4                     # the probabilities, and a "taken" byte each
     set_smem(route, smem)
-    launch(route, (T,), (MOE_BLOCK,), stream, logits, r["ids"], r["wts"], r["counts"], np.int32(E), np.int32(k),
-           np.int32(bool(norm)), shared=smem)
+    launch(route, (T,), (MOE_BLOCK,), stream, logits, r["ids"], r["wts"], r["counts"], r["perm"], r["pos"],
+           r["tiles"] if single else 0, np.int32(E), np.int32(k), np.int32(bool(norm)), shared=smem)
+    if single:
+        return
     launch(kernel("moe.cu", "moe_sort", "PPPPPiiii", {"BLOCK": MOE_BLOCK}), (E,), (MOE_BLOCK,), stream,
            r["ids"], r["counts"], r["perm"], r["pos"], r["tiles"], np.int32(T * k), np.int32(E), np.int32(r["BM"]),
            np.int32(r["n_tiles"]))
@@ -78,7 +91,8 @@ def _check_k(k, E: int) -> int:
 
 def moe_route_sort(logits, k: int, norm: bool = True, stream=None) -> dict:
     """The routing kernels on device logits f32 [T, E], their outputs as numpy: ids and wts [T, k],
-    counts [E], perm and pos [T k], tiles [n_tiles, 3] (used slots first, then expert -1), BM."""
+    counts [E] (unless moe_pair_tiles), perm and pos [T k], tiles [n_tiles, 3] (used slots first,
+    then expert -1), BM."""
     from tffedu.tensor import F32, I32, Tensor
     T, E = check(logits, "logits", ndim=2, kinds=("F32",))
     k = _check_k(k, E)
@@ -90,7 +104,8 @@ def moe_route_sort(logits, k: int, norm: bool = True, stream=None) -> dict:
                 pos=Tensor.empty((P,), I32, "cuda"), tiles=Tensor.empty((n, 3), I32, "cuda"))
     _route(ptr(logits, "logits"), T, E, k, norm, {**{a: b.data_ptr() for a, b in bufs.items()}, "BM": BM,
                                                   "n_tiles": n}, stream)
-    return {a: b.to("cpu").numpy() for a, b in bufs.items()} | {"BM": BM}
+    single = moe_pair_tiles(P, E)
+    return {a: b.to("cpu").numpy() for a, b in bufs.items() if not single or a != "counts"} | {"BM": BM}
 
 # %% ../../notebooks/11d_moe.ipynb #f1d00a18
 FLOAT_EXPERTS = {"F32": "float", "F16": "__half", "BF16": "__nv_bfloat16"}   # moe_gemv_f's WT
@@ -130,20 +145,16 @@ def _tile_gemv(w: int, wk: str, w2, tiles: int, n_tiles: int, act: tuple, y: int
     if wk == "Q8_0":                                   # chapter 11's v3, its tiling by batch
         rows, warps, stages = gemv_config(BM, K, epi)
         defines = {"BATCH": BM, "ROWS": rows, "WARPS": warps, "NSTAGE": stages}
-        file, name, smem = "gemv_q8_0.cu", "gemv_q8_0_moe", rows * warps * stages * 70 * 16
+        file, name, smem = "gemv_q8_0.cu", "gemv_q8_0_moe", rows * warps * stages * 70 * 16 * (2 if glu else 1)
     else:                                              # chapter 11c's, the direct road where aligned
-        vec = DIRECT_TYPES.get(wk)
-        direct = vec is not None and not any(a % vec for a in (w, w2 or w, estride))
-        rows, warps, stages = quant_gemv_config(BM, K, epi, direct, wk)
-        defines = gemv_defines(wk, BM, rows, warps, stages, direct)
+        defines, rows, warps, smem = quant_gemv_tiling(wk, BM, K, epi, (w, w2 or w, estride))
         file, name = "gemv_quant.cu", "gemv_quant_moe"
-        smem = 0 if direct else rows * warps * stages * _tile_vec(wk) * 16
     grid, block = (math.ceil(N / (rows * warps)), n_tiles), (32 * warps,)
     if glu:                                            # twice the rows in flight: dynamic shared memory
         fn = kernel(file, name + "_glu", "PPPlPPPii", defines)
-        set_smem(fn, 2 * smem)
+        set_smem(fn, smem)
         launch(fn, grid, block, stream, w, w2, tiles, np.int64(estride), *act, y, np.int32(N), np.int32(K),
-               shared=2 * smem)
+               shared=smem)
     else:
         launch(kernel(file, name, "PPlPPPii", defines), grid, block, stream, w, tiles, np.int64(estride), *act, y,
                np.int32(N), np.int32(K))

@@ -26,8 +26,8 @@ from .cuda_gemm import _cat_parts, _p, gemm16, gemv_config, q8_0_slab_rows, quan
 # %% auto #0
 __all__ = ['REPACKED', 'FILE_TYPES', 'QUANT_TYPES', 'GEMV_MAX_ROWS', 'DIRECT_TYPES', 'DIRECT_GEMV', 'DIRECT_GEMV_OF',
            'DIRECT_GEMV_BIG', 'repack_blocks', 'unpack_blocks', 'quantize_gpu', 'file_blocks', 'quant_gemv_ref',
-           'quant_gemv_config', 'gemv_defines', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16', 'slab_gemm',
-           'quant_w_box', 'quant_gemm_available', 'quant_gemm']
+           'quant_gemv_config', 'gemv_defines', 'quant_gemv_tiling', 'quant_gemv_launcher', 'quant_gemv', 'dequant_f16',
+           'slab_gemm', 'quant_w_box', 'quant_gemm_available', 'quant_gemm']
 
 # %% ../../notebooks/11c_quant_gemv.ipynb #30cb4e5c
 # Formats repacked at upload (rows of whole super-blocks of 256) so that the direct road reads them:
@@ -149,6 +149,27 @@ def gemv_defines(wk: str, T: int, rows: int, warps: int, stages: int, direct: bo
             "DIRECT": int(direct)}
 
 
+def quant_gemv_tiling(wk: str, T: int, K: int, epilogue: str | None, starts, rows: int | None = None,
+                      warps: int | None = None, stages: int | None = None) -> tuple:
+    """(defines, rows, warps, dynamic shared memory) of gemv_quant.cu for `wk` weights at batch T with
+    `epilogue` ("pair", "res" or None): the direct road where every address or offset in `starts`
+    keeps whole vectors, the table's tiling unless given; the staged road's stages in shared memory
+    (a pair's two matrices: twice). The launchers of this chapter and of chapter 11d share it."""
+    direct = wk in DIRECT_TYPES and not any(int(a) % DIRECT_TYPES[wk] for a in starts)
+    r0, w0, s0 = quant_gemv_config(T, K, epilogue, direct, wk)
+    rows, warps, stages = rows or r0, warps or w0, stages or s0
+    if epilogue == "res" and rows * T > 32:
+        raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
+    if stages < (1 if direct else 2):
+        raise ShapeError(f"gemv_quant's {'direct' if direct else 'staged'} road keeps at least "
+                         f"{1 if direct else 2} stages in flight, got stages={stages}")
+    smem = 0 if direct else rows * warps * stages * _tile_vec(wk) * 16 * (2 if epilogue == "pair" else 1)
+    if epilogue != "pair" and smem > 48 * 1024:       # (a pair's asks for more, dynamically)
+        raise ShapeError(f"gemv_quant with rows={rows}, warps={warps}, stages={stages} needs more than 48 KB "
+                         "of static shared memory")
+    return gemv_defines(wk, T, rows, warps, stages, direct), rows, warps, smem
+
+
 # %% ../../notebooks/11c_quant_gemv.ipynb #f70b32c2
 def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=None, x_dtype: str = "F32",
                         xq=None, xd=None, quantize: bool = True, rows: int | None = None, warps: int | None = None,
@@ -171,26 +192,14 @@ def quant_gemv_launcher(w, wk: str, x, y, N: int, K: int, T: int = 1, stream=Non
     starts = [wp] + ([_p(w2)] if w2 is not None else []) + [_p(m) for m, _ in (cat or ())]
     if f.type_size % 4 == 0 and any(a % 4 for a in starts):   # the kernel reads their blocks as aligned words
         raise ShapeError(f"{wk} weights must start 4-byte aligned (blocks of {f.type_size} bytes)")
-    direct = wk in DIRECT_TYPES and not any(a % DIRECT_TYPES[wk] for a in starts)   # blocks of whole vectors
-    r0, w0, s0 = quant_gemv_config(T, K, "pair" if w2 is not None else "res" if res is not None else None,
-                                    direct, wk)
-    rows, warps, stages = rows or r0, warps or w0, stages or s0
-    if res is not None and rows * T > 32:
-        raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
-    smem = 0 if direct else rows * warps * stages * _tile_vec(wk) * 16 * (2 if w2 is not None else 1)
-    if stages < (1 if direct else 2):
-        raise ShapeError(f"gemv_quant's {'direct' if direct else 'staged'} road keeps at least "
-                         f"{1 if direct else 2} stages in flight, got stages={stages}")
-    if w2 is None and smem > 48 * 1024:
-        raise ShapeError(f"gemv_quant with rows={rows}, warps={warps}, stages={stages} needs more than 48 KB "
-                         "of static shared memory")
+    epi = "pair" if w2 is not None else "res" if res is not None else None
+    defines, rows, warps, smem = quant_gemv_tiling(wk, T, K, epi, starts, rows, warps, stages)
     own = []
     if xq is None or xd is None:
         from tffedu.tensor import I8, Tensor
         own = [Tensor.empty((T * K + T * (K // 32) * 4,), I8, "cuda")]
         xq, xd = own[0].data_ptr(), own[0].data_ptr() + T * K
     xq, xd = _p(xq), _p(xd)
-    defines = gemv_defines(wk, T, rows, warps, stages, direct)
     args = (wp, xq, xd, yp, np.int32(N), np.int32(K))
     grid_rows = N
     if cat is not None:
