@@ -10,7 +10,7 @@
 //   moe_gather_*  the tokens' activations in sorted order (int8 blocks, f32 or fp16 rows)
 //   (the experts over the tiles: the GEMVs of gemv_q8_0.cu and gemv_quant.cu, moe_gemv_f below for
 //   float weights; at prefill the tensor cores, matmul_q8_tma.cu and matmul_quant_tma.cu's GROUPED)
-//   moe_combine  out[t] = sum_j w[t, j] * y[pos[t, j]], in j order (deterministic)
+//   moe_combine  out[t] = (res[t] +) sum_j w[t, j] * y[pos[t, j]], in j order (deterministic)
 #include "common.cuh"
 #include "gemv_f.cuh"
 
@@ -187,15 +187,16 @@ extern "C" __global__ void moe_gather_f16(const float* __restrict__ x, const int
 }
 PDL_READY(moe_gather_f16);
 
-// out[t, :] = sum over j of w[t, j] * y[pos[t k + j], :]: each token's k expert outputs, weighted,
-// added in j order. Grid (D / (4 BLOCK) rounded up, T).
+// out[t, :] = res[t, :] + sum over j of w[t, j] * y[pos[t k + j], :]: each token's k expert
+// outputs, weighted, added in j order, after the residual (moe_ffn_add; res null: none). Grid
+// (D / 256 rounded up, T) of 256 threads. A thread reads its res element before it writes out's: out may be res.
 extern "C" __global__ void moe_combine(const float* __restrict__ y, const int* __restrict__ pos,
-                                       const float* __restrict__ wts, float* __restrict__ out, int D, int k)
+                                       const float* __restrict__ wts, const float* res, float* out, int D, int k)
 {
     pdl_wait();
     const int t = blockIdx.y;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < D; i += gridDim.x * blockDim.x) {
-        float s = 0.f;
+        float s = res ? res[(size_t)t * D + i] : 0.f;
         for (int j = 0; j < k; ++j) s += wts[(size_t)t * k + j] * y[(size_t)pos[(size_t)t * k + j] * D + i];
         out[(size_t)t * D + i] = s;
     }

@@ -16,7 +16,7 @@ from tffedu import lowering as R
 from tffedu.models import create
 from tffedu.sampling import SamplingParams
 from tffedu.tensor import F16
-from hf_models import tiny_gemma3, tiny_llama, tiny_mistral, tiny_qwen2, tiny_qwen3, write_gguf
+from hf_models import tiny_gemma3, tiny_llama, tiny_mistral, tiny_qwen2, tiny_qwen3, tiny_qwen3moe, write_gguf
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +39,8 @@ def files(tmp_path_factory):
                                    d / "m.gguf", "Q8_0"),
         "gemma3 Q8_0": write_gguf(tiny_gemma3(hidden=128, heads=4, kv_heads=2, head_dim=32, ffn=128, window=4,
                                               seed=10), d / "g.gguf", "Q8_0"),
+        "qwen3moe Q8_0": write_gguf(tiny_qwen3moe(hidden=64, experts=8, top_k=2, expert_ffn=32, seed=11),
+                                    d / "moe.gguf", "Q8_0"),
     }
 
 
@@ -109,6 +111,20 @@ def test_which_decode_fusions_fire_for_the_later_families(files):
     assert (ops["matmul_cat"], ops["qk_norm_rope_store"], ops["paged_attention_q8"]) == (2 * L, L, L)
     assert ops["matmul_q8"] == L + 1 and ops["matmul"] == L            # o-projections + head; the down ones
     assert ops["rmsnorm_q8"] == 2 * L + 1 and ops["rmsnorm"] == 2 * L   # the post-norms stay f32
+
+
+@pytest.mark.parametrize("kind,N,B", [("decode", 1, 1), ("decode", 4, 4), ("prefill", 32, 2)])
+def test_a_mixture_takes_its_residual_in_the_combine(files, kind, N, B):
+    """Qwen3-MoE: add(x, moe_ffn(...)) -> moe_ffn_add(..., x) at every size (the combine kernel adds
+    it), its k and norm kept; the attention block's residual is matmul_add's at decode."""
+    ops, L = ops_of(files["qwen3moe Q8_0"], kind, N, B)
+    assert ops["moe_ffn_add"] == L and ops["moe_ffn"] == 0
+    assert ops["add"] == (0 if kind == "decode" else L) and ops["matmul_add"] == (L if kind == "decode" else 0)
+    g = lowered(files["qwen3moe Q8_0"], kind, N, B)
+    for n in (n for n in g.nodes if n.op == "moe_ffn_add"):
+        x, res = n.inputs[0], n.inputs[5]
+        assert n.name.endswith("ffn_res") and x.op == "rmsnorm" and x.inputs[0] is res
+        assert n.attrs == {"k": 2, "norm": True} and tuple(n.shape) == tuple(res.shape)
 
 
 def test_prefill_and_other_weights_keep_the_plain_ops(files):

@@ -360,24 +360,32 @@ def _():
 
 
 # Qwen3-MoE's experts (chapters 08d and 11d); the reference runs token by token in float64
-for T, E, k, norm in ((1, 8, 2, True), (9, 16, 4, False), (40, 64, 8, True)):
-    @case("moe_ffn", f"T{T} E{E} k{k} norm {norm}")
-    def _(T=T, E=E, k=k, norm=norm):
-        D, F = 64, 32
-        x, r, g, u, dn = f32(T, D), f32(E, D, scale=0.3), f32(E, F, D, scale=0.1), f32(E, F, D, scale=0.1), f32(E, D, F, scale=0.1)
+def moe_ref(a, kw):
+    x, r, g, u, dn = (v.astype(np.float64) for v in a[:5])
+    out = np.zeros((len(x), x.shape[1]))
+    for t in range(len(x)):
+        p = np.exp(r @ x[t] - (r @ x[t]).max()); p /= p.sum()
+        top = np.argsort(-p, kind="stable")[:kw["k"]]
+        w = p[top] / p[top].sum() if kw["norm"] else p[top]
+        for e, we in zip(top, w):
+            h = g[e] @ x[t]
+            out[t] += we * (dn[e] @ (h / (1 + np.exp(-h)) * (u[e] @ x[t])))
+    return out
 
-        def ref(a, kw):
-            x, r, g, u, dn = (v.astype(np.float64) for v in a)
-            out = np.zeros((len(x), x.shape[1]))
-            for t in range(len(x)):
-                p = np.exp(r @ x[t] - (r @ x[t]).max()); p /= p.sum()
-                top = np.argsort(-p, kind="stable")[:kw["k"]]
-                w = p[top] / p[top].sum() if kw["norm"] else p[top]
-                for e, we in zip(top, w):
-                    h = g[e] @ x[t]
-                    out[t] += we * (dn[e] @ (h / (1 + np.exp(-h)) * (u[e] @ x[t])))
-            return out
-        return (lambda: ([x, r, g, u, dn], dict(k=k, norm=norm))), ref
+
+for T, E, k, norm in ((1, 8, 2, True), (9, 16, 4, False), (40, 64, 8, True)):
+    def moe_inputs(T=T, E=E, D=64, F=32):
+        return [f32(T, D), f32(E, D, scale=0.3), f32(E, F, D, scale=0.1), f32(E, F, D, scale=0.1), f32(E, D, F, scale=0.1)]
+
+    @case("moe_ffn", f"T{T} E{E} k{k} norm {norm}")
+    def _(k=k, norm=norm, inputs=moe_inputs()):
+        return (lambda: (inputs, dict(k=k, norm=norm))), moe_ref
+
+    # chapter 12b's fusion of the residual add after it (GPU only): the add, composed
+    @case("moe_ffn_add", f"T{T} E{E} k{k} norm {norm}", gpu_only=True)
+    def _(T=T, k=k, norm=norm, inputs=moe_inputs()):
+        res = f32(T, 64)
+        return (lambda: (inputs + [res], dict(k=k, norm=norm))), (lambda a, kw: a[5] + moe_ref(a, kw))
 
 
 for op, shape in (("silu", (4, 33)), ("mul", (4, 33))):

@@ -110,6 +110,17 @@ def _fuse_matmul_add(n: Node, users) -> Node | None:
             return replace(n, op="matmul_add", inputs=(a, w, r), attrs={})
     return None
 
+
+def _fuse_moe_add(n: Node, users) -> Node | None:
+    "add(r, moe_ffn(...)) -> moe_ffn_add(..., r): chapter 11d's combine adds the residual as it writes."
+    if n.op != "add":
+        return None
+    for r, m in (n.inputs, n.inputs[::-1]):
+        if (m.kind == "op" and m.op == "moe_ffn" and users[m] == [n]
+                and tuple(m.shape) == tuple(r.shape) and r.dtype == F32):
+            return replace(n, op="moe_ffn_add", inputs=(*m.inputs, r), attrs=dict(m.attrs))
+    return None
+
 # %% ../notebooks/12b_lowering.ipynb #61bec3b5
 def _fuse_siblings(graph: Graph) -> Graph:
     """matmuls of one input whose kernels can stream all their weights at once -> one `matmul_cat`
@@ -278,7 +289,7 @@ register_op("qk_norm_rope_store", None, (9, 9), side_effect=True)   # it writes 
 # a backend's passes (its record's "lowering", chapter 01), each a list of fusion rules or a function of
 # the graph (a pass sees the graph the previous one made)
 CPU_PASSES = []
-CUDA_PASSES = [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add], _fuse_siblings,
+CUDA_PASSES = [[_fuse_qk_norm_rope, _fuse_gate_up, _fuse_matmul_add, _fuse_moe_add], _fuse_siblings,
                [_fuse_norm_quant, _fuse_attn_quant], _fuse_rope_pairs, [_fuse_kv_store]]
 
 

@@ -30,7 +30,7 @@ from .cuda_quant import QUANT_TYPES, quant_gemv_tiling
 
 # %% auto #0
 __all__ = ['MOE_MAX_BM', 'MOE_BLOCK', 'MOE_GEMM_MIN', 'MOE_PAIR_TILES', 'FLOAT_EXPERTS', 'moe_tile_rows', 'moe_pair_tiles',
-           'moe_max_tiles', 'moe_route_sort', 'moe_scratch_bytes', 'moe_ffn']
+           'moe_max_tiles', 'moe_route_sort', 'moe_scratch_bytes', 'moe_ffn', 'moe_ffn_add']
 
 # %% ../../notebooks/11d_moe.ipynb #f1d00a09
 MOE_MAX_BM = 8                 # rows per GEMV tile at most: the GEMVs' largest batch
@@ -219,8 +219,8 @@ def moe_scratch_bytes(T: int, D: int, E: int, F: int, k: int, rk: str, gk: str, 
     return workspace_bytes(*(n for _, n in _moe_pieces(T, D, E, F, k, rk, gk, uk, dk)[2]))
 
 
-def _moe_workspace(x, router, gate, up, down, **attrs) -> int:
-    "Scratch the executor plans for a moe_ffn node (its inputs are graph nodes: shapes and dtypes)."
+def _moe_workspace(x, router, gate, up, down, *res, **attrs) -> int:
+    "Scratch the executor plans for a moe_ffn(_add) node (its inputs are graph nodes: shapes and dtypes)."
     (T, D), (E, F, _) = x.shape, gate.shape
     return moe_scratch_bytes(T, D, E, F, _check_k(attrs.get("k"), E), router.dtype.name, gate.dtype.name,
                              up.dtype.name, down.dtype.name)
@@ -237,6 +237,20 @@ def moe_ffn(x, router, gate_exps, up_exps, down_exps, out=None, stream=None, wor
     [E, D] (any matmul weight) gives each token a softmax over the E experts; its k likeliest run
     (SwiGLU: gate and up [E, F, D], down [E, D, F], of a type the GEMVs read, or floats) and their
     outputs add up weighted by those probabilities (renormalised over the k when `norm`)."""
+    return _moe_ffn(x, router, gate_exps, up_exps, down_exps, None, out, stream, workspace, k, norm)
+
+
+@OPS.register("moe_ffn_add", "cuda")
+@with_workspace(_moe_workspace)
+def moe_ffn_add(x, router, gate_exps, up_exps, down_exps, res, out=None, stream=None, workspace=None, k: int = 0,
+                norm: bool = True):
+    """res + moe_ffn(x, ...), res f32 [T, D]: the residual added as the experts' outputs combine
+    (chapter 12b's lowering turns add(r, moe_ffn(...)) into it: one launch fewer a layer). out may be res."""
+    check(res, "res", shape=tuple(x.shape), kinds=("F32",))
+    return _moe_ffn(x, router, gate_exps, up_exps, down_exps, res, out, stream, workspace, k, norm)
+
+
+def _moe_ffn(x, router, gate_exps, up_exps, down_exps, res, out, stream, workspace, k, norm):
     T, D = check(x, "x", ndim=2, kinds=("F32",))
     shapes = [tuple(w.shape) for w in (router, gate_exps, up_exps, down_exps)]
     E, F = (shapes[1] + (0, 0))[:2]
@@ -294,6 +308,6 @@ def moe_ffn(x, router, gate_exps, up_exps, down_exps, out=None, stream=None, wor
             hact = (b["hq"], b["hd"])
         _tile_gemv(dp, dk, None, tiles, n_tiles, hact, b["ys"], D, F, BM, stream)
     # out[t] = sum over j of w[t, j] * y[pos[t k + j]]
-    moe("moe_combine", "PPPPii", (math.ceil(D / 256), T), b["ys"], b["pos"], b["wts"], ptr(out, "out"), np.int32(D),
-        np.int32(k))
+    moe("moe_combine", "PPPPPii", (math.ceil(D / 256), T), b["ys"], b["pos"], b["wts"],
+        0 if res is None else ptr(res, "res"), ptr(out, "out"), np.int32(D), np.int32(k))
     return out
