@@ -189,7 +189,8 @@ PDL_READY(moe_gather_f16);
 
 // out[t, :] = res[t, :] + sum over j of w[t, j] * y[pos[t k + j], :]: each token's k expert
 // outputs, weighted, added in j order, after the residual (moe_ffn_add; res null: none). Grid
-// (D / 256 rounded up, T) of 256 threads. A thread reads its res element before it writes out's: out may be res.
+// (D / 256 rounded up, T) of 256 threads. A thread reads its element of res before it writes
+// out's, so out may be res.
 extern "C" __global__ void moe_combine(const float* __restrict__ y, const int* __restrict__ pos,
                                        const float* __restrict__ wts, const float* res, float* out, int D, int k)
 {

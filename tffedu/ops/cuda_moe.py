@@ -307,7 +307,7 @@ def _moe_ffn(x, router, gate_exps, up_exps, down_exps, res, out, stream, workspa
                    b["h"], b["hq"], b["hd"], np.int32(P), np.int32(F))
             hact = (b["hq"], b["hd"])
         _tile_gemv(dp, dk, None, tiles, n_tiles, hact, b["ys"], D, F, BM, stream)
-    # out[t] = sum over j of w[t, j] * y[pos[t k + j]]
+    # out[t] = (res[t] +) sum over j of w[t, j] * y[pos[t k + j]]
     moe("moe_combine", "PPPPPii", (math.ceil(D / 256), T), b["ys"], b["pos"], b["wts"],
         0 if res is None else ptr(res, "res"), ptr(out, "out"), np.int32(D), np.int32(k))
     return out
