@@ -42,12 +42,20 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // and then lets the next kernel in the stream start launching (its blocks run up to their own
 // pdl_wait). Without the attribute both are no-ops. PDL_READY(kernel), next to a kernel that calls
 // pdl_wait() in time, is the flag the loader finds (a symbol kernel_pdl): only such kernels get
-// the attribute.
+// the attribute. pdl_trigger() alone lets the next kernel start launching earlier still: only for a
+// kernel whose successor reads, before its own pdl_wait, nothing that this kernel or the one it waits
+// for writes: chapter 11's rmsnorm_quantize_q8 before the GEMVs, chapter 12's qk_norm_rope_store
+// before the decode attention.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;\n" :::);
 #endif
+    pdl_trigger();
 }
 #define PDL_READY(kernel) extern "C" __device__ int kernel##_pdl = 1
 

@@ -118,19 +118,90 @@ __device__ __forceinline__ void merge_splits(const float* part_o, const float* p
     }
 }
 
+// The pool rows of a slot's UNROLL keys from `base` on (-1: past `end`, or no page for it). A key's
+// row needs its page id first, a load of its own: the next group's are looked up while this group's
+// K/V load, so a group waits for one round trip to memory, not two.
+__device__ __forceinline__ void key_rows(int (&rows)[UNROLL], int base, int end, const int* pt, int page_size,
+                                         int max_pages, int n_pages) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const int tk = base + u * NSLOT + (threadIdx.x % 32) / LPK;
+        rows[u] = tk < end ? (int)page_row(pt, tk, page_size, max_pages, n_pages) : -1;
+    }
+}
+
+// This lane's 16 bytes of the key and the value at pool row `row`
+__device__ __forceinline__ void load_kv(uint4& k, uint4& v, const __half* Kc, const __half* Vc, int row, int Hkv,
+                                        int kvh, int d0) {
+    const size_t off = ((size_t)row * Hkv + kvh) * HEAD_DIM + d0;
+    k = *reinterpret_cast<const uint4*>(Kc + off);
+    v = *reinterpret_cast<const uint4*>(Vc + off);
+}
+
+// One group of a slot's UNROLL keys (ok[u]: key u exists): their scores for the GROUP query heads
+// (base 2), the online softmax (one max, one rescale per group), then their values into acc.
+__device__ __forceinline__ void attend_group(const uint4 (&kr)[UNROLL], const uint4 (&vr)[UNROLL],
+                                             const bool (&ok)[UNROLL], const float (&q)[GROUP][8],
+                                             float (&acc)[GROUP][8], float (&m)[GROUP], float (&l)[GROUP]) {
+    float s[UNROLL][GROUP];                                 // scores, then probabilities
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        float k[8];
+        h8_to_f8(kr[u], k);
+#pragma unroll
+        for (int gi = 0; gi < GROUP; gi++) {
+            float d = 0.f;
+#pragma unroll
+            for (int i = 0; i < 8; i++) d = fmaf(q[gi][i], k[i], d);
+#pragma unroll
+            for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+            s[u][gi] = ok[u] ? d : -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int gi = 0; gi < GROUP; gi++) {
+        float mx = s[0][gi];
+#pragma unroll
+        for (int u = 1; u < UNROLL; u++) mx = fmaxf(mx, s[u][gi]);
+        const float mn = fmaxf(m[gi], mx), bias = mn == -INFINITY ? 0.f : mn;
+        const float c = ex2(m[gi] - bias);
+        l[gi] *= c;
+#pragma unroll
+        for (int i = 0; i < 8; i++) acc[gi][i] *= c;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) { s[u][gi] = ex2(s[u][gi] - bias); l[gi] += s[u][gi]; }
+        m[gi] = mn;
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        float v[8];
+        h8_to_f8(vr[u], v);
+#pragma unroll
+        for (int gi = 0; gi < GROUP; gi++)
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[gi][i] = fmaf(s[u][gi], v[i], acc[gi][i]);
+    }
+}
+
 // Grid (B, Hkv, S), block NWARPS*32. Each slot (LPK lanes) runs its own online softmax over its
 // keys, UNROLL at a time (one max, one rescale per group of UNROLL keys); at the end the slots of a
 // warp merge through shuffles, the warps of the block through shared memory, and the splits of a
 // (sequence, kv head) in the block that finishes last.
 // seq_lens and page_table are a step's inputs, never the output of the kernel launched just before
 // this one: they are read before pdl_wait, so the first keys' page rows are known when it returns.
+// slots (or null): the pool row of each sequence's new key, which the kernel just before this one
+// stored; every other key was stored in an earlier step, so the first UNROLL keys of each slot are
+// loaded before pdl_wait too, and only the new key's K/V after it (null: all of them after it). A
+// page being written belongs to one sequence; a hostile table that lends it to another may give that
+// one the key's old value.
 // Launch bounds: up to GROUP 4, 16 warps an SM (two blocks of 8), so at most 128 registers a thread;
 // a larger group keeps its q and acc in registers at one block an SM instead of spilling.
 extern "C" __global__ void __launch_bounds__(NWARPS * 32, GROUP > 4 || NWARPS >= 16 ? 1 : 16 / NWARPS)
 paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
                   const int* __restrict__ page_table, int max_pages, int n_pages, const int* __restrict__ seq_lens,
-                  float* __restrict__ part_o, float* __restrict__ part_ml, unsigned* __restrict__ counts,
-                  float* __restrict__ out, int Hkv, int page_size, int split_len, float scale_log2, int window) {
+                  const int* __restrict__ slots, float* __restrict__ part_o, float* __restrict__ part_ml,
+                  unsigned* __restrict__ counts, float* __restrict__ out, int Hkv, int page_size, int split_len,
+                  float scale_log2, int window) {
     __shared__ float s_acc[NWARPS][GROUP][HEAD_DIM];
     __shared__ float s_m[NWARPS][GROUP], s_l[NWARPS][GROUP];
     const int b = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z, S = gridDim.z;
@@ -139,21 +210,23 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     const int d0 = (lane % LPK) * 8;
     // a hostile length counts only what the table can hold: no block loops past its own split
     const int L = clamp_len(seq_lens[b], max_pages, page_size), lo = window > 0 ? max(L - window, 0) : 0;
+    const int fresh = slots ? slots[b] : -1;                // the new key's row: loaded after the wait
     const int sl = split_keys(L - lo, split_len, S);
     const int n = L > lo ? (L - lo - 1) / sl + 1 : 1;       // splits that hold keys (an empty sequence: one)
     if (split >= n) return;                                 // an empty split: nothing to add
     const int start = lo + split * sl, end = min(start + sl, L);
     const int* pt = page_table + (size_t)b * max_pages;
 
-    // A key's row in the pool needs its page id first, a load of its own: the ids of a slot's next
-    // UNROLL keys are looked up while this group's K/V load, so a group waits for one round trip to
-    // memory, not two. The first group's are looked up before pdl_wait.
+    // The first group's page rows are looked up before pdl_wait, and with `slots` its K/V load then
+    // too, all but the new key's: keys of earlier steps are written by no kernel still running.
     const int base0 = start + warp * KPW;
     int next[UNROLL];                                       // rows of the pool: n_pages * page_size < 2^31
+    key_rows(next, base0, end, pt, page_size, max_pages, n_pages);
+    uint4 kr[UNROLL], vr[UNROLL];                           // a group's K/V, 16 bytes of each key
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-        const int tk = base0 + u * NSLOT + lane / LPK;
-        next[u] = tk < end ? (int)page_row(pt, tk, page_size, max_pages, n_pages) : -1;
+        kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+        if (slots && next[u] >= 0 && next[u] != fresh) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
     }
     pdl_wait();
 
@@ -171,63 +244,28 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     }
 
     // the loop bound is the same for every lane of a warp (shuffles need all 32)
-    for (int base = base0; base < end; base += NSLOT * UNROLL) {
-        uint4 kr[UNROLL], vr[UNROLL];
+    int base = base0;
+    if (slots && base < end) {                              // the group loaded before the wait
+        bool ok[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {                  // and now its new key
+            ok[u] = base + u * NSLOT + lane / LPK < end;
+            if (next[u] >= 0 && next[u] == fresh) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
+        }
+        key_rows(next, base + NSLOT * UNROLL, end, pt, page_size, max_pages, n_pages);
+        attend_group(kr, vr, ok, q, acc, m, l);
+        base += NSLOT * UNROLL;
+    }
+    for (; base < end; base += NSLOT * UNROLL) {
         bool ok[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {                  // issue every load first
             ok[u] = base + u * NSLOT + lane / LPK < end;
-            if (next[u] >= 0) {
-                const size_t off = ((size_t)next[u] * Hkv + kvh) * HEAD_DIM + d0;
-                kr[u] = *reinterpret_cast<const uint4*>(Kc + off);
-                vr[u] = *reinterpret_cast<const uint4*>(Vc + off);
-            } else {
-                kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-            }
+            kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+            if (next[u] >= 0) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
         }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {                  // the next group's page rows, meanwhile
-            const int tk = base + NSLOT * UNROLL + u * NSLOT + lane / LPK;
-            next[u] = tk < end ? (int)page_row(pt, tk, page_size, max_pages, n_pages) : -1;
-        }
-        float s[UNROLL][GROUP];                             // scores (base 2), then probabilities
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            float k[8];
-            h8_to_f8(kr[u], k);
-#pragma unroll
-            for (int gi = 0; gi < GROUP; gi++) {
-                float d = 0.f;
-#pragma unroll
-                for (int i = 0; i < 8; i++) d = fmaf(q[gi][i], k[i], d);
-#pragma unroll
-                for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-                s[u][gi] = ok[u] ? d : -INFINITY;
-            }
-        }
-#pragma unroll
-        for (int gi = 0; gi < GROUP; gi++) {
-            float mx = s[0][gi];
-#pragma unroll
-            for (int u = 1; u < UNROLL; u++) mx = fmaxf(mx, s[u][gi]);
-            const float mn = fmaxf(m[gi], mx), bias = mn == -INFINITY ? 0.f : mn;
-            const float c = ex2(m[gi] - bias);
-            l[gi] *= c;
-#pragma unroll
-            for (int i = 0; i < 8; i++) acc[gi][i] *= c;
-#pragma unroll
-            for (int u = 0; u < UNROLL; u++) { s[u][gi] = ex2(s[u][gi] - bias); l[gi] += s[u][gi]; }
-            m[gi] = mn;
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            float v[8];
-            h8_to_f8(vr[u], v);
-#pragma unroll
-            for (int gi = 0; gi < GROUP; gi++)
-#pragma unroll
-                for (int i = 0; i < 8; i++) acc[gi][i] = fmaf(s[u][gi], v[i], acc[gi][i]);
-        }
+        key_rows(next, base + NSLOT * UNROLL, end, pt, page_size, max_pages, n_pages);   // meanwhile
+        attend_group(kr, vr, ok, q, acc, m, l);
     }
     // merge the KPW slots of each warp (shuffles), then the warps of the block (shared memory)
 #pragma unroll

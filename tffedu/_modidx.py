@@ -638,6 +638,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'tffedu.ops.cuda_gemm.q8_0_slab_gemm': ('matmul.html#q8_0_slab_gemm', 'tffedu/ops/cuda_gemm.py'),
                                       'tffedu.ops.cuda_gemm.q8_0_slab_rows': ('matmul.html#q8_0_slab_rows', 'tffedu/ops/cuda_gemm.py'),
                                       'tffedu.ops.cuda_gemm.q8_0_unpack': ('matmul.html#q8_0_unpack', 'tffedu/ops/cuda_gemm.py'),
+                                      'tffedu.ops.cuda_gemm.q8_gemv_smem': ('matmul.html#q8_gemv_smem', 'tffedu/ops/cuda_gemm.py'),
                                       'tffedu.ops.cuda_gemm.quantize_act': ('matmul.html#quantize_act', 'tffedu/ops/cuda_gemm.py'),
                                       'tffedu.ops.cuda_gemm.quantize_act_ref': ('matmul.html#quantize_act_ref', 'tffedu/ops/cuda_gemm.py'),
                                       'tffedu.ops.cuda_gemm.relerr': ('matmul.html#relerr', 'tffedu/ops/cuda_gemm.py'),

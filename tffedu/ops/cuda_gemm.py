@@ -28,9 +28,9 @@ __all__ = ['QK8_0', 'Q8_0_BYTES', 'SGEMM_VERSIONS', 'MMA_DEFAULT', 'MMA_SMALL', 
            'QWEN3_8B_SHAPES', 'GEMV_SWEEP', 'PERSIST_SWEEP', 'matmul_flops', 'matmul_ref', 'q8_0_unpack',
            'q8_0_gemv_ref', 'quantize_act_ref', 'q8_0_gemv_dp4a_ref', 'relerr', 'pad_cols', 'sgemm', 'mma_smem',
            'hgemm_launcher', 'hgemm', 'wgmma_available', 'wgemm_smem', 'wgemm_launcher', 'wgemm', 'gemm16',
-           'quantize_act', 'gemv_config', 'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv', 'dequant_q8_0',
-           'q8_0_slab_rows', 'q8_0_slab_gemm', 'tflops', 'torch_time_ms', 'cublas_gemm_rows', 'bench_gemm',
-           'gguf_quantize_rows', 'cublas_gemv_row', 'bench_gemv']
+           'quantize_act', 'gemv_config', 'q8_gemv_smem', 'q8_0_gemv_launcher', 'persist_blocks', 'q8_0_gemv',
+           'dequant_q8_0', 'q8_0_slab_rows', 'q8_0_slab_gemm', 'tflops', 'torch_time_ms', 'cublas_gemm_rows',
+           'bench_gemm', 'gguf_quantize_rows', 'cublas_gemv_row', 'bench_gemv']
 
 # %% ../../notebooks/11_matmul.ipynb #8574c7fe
 QK8_0 = 32            # weights per Q8_0 block
@@ -282,6 +282,11 @@ def _gemv_v1_v2_launcher(version, wp, xp, yp, N: int, K: int, T: int, x_dtype: s
     return f.launcher(g, b, stream, *args)
 
 # %% ../../notebooks/11_matmul.ipynb #b9d761b9
+def q8_gemv_smem(rows: int, warps: int, stages: int) -> int:
+    "Bytes of shared memory GEMV v3's staged weight tiles take: TILE_VEC (70) uint4 slots a row and stage."
+    return rows * warps * stages * 70 * 16
+
+
 def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a", stream=None,
                        rows: int | None = None, warps: int | None = None, stages: int | None = None,
                        x_dtype: str = "F32", xq=None, xd=None, quantize: bool = True,
@@ -315,7 +320,7 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
         raise ShapeError(f"gemv v3 handles T <= 8 tokens, got {T}")
     if x_dtype not in ("F32", "F16"):
         raise ShapeError(f"gemv v3 takes F32 or F16 activations, got {x_dtype}")
-    if rows * warps * stages * 70 * 16 > 48 * 1024 or stages < 2:
+    if q8_gemv_smem(rows, warps, stages) > 48 * 1024 or stages < 2:
         raise ShapeError(f"gemv v3 with rows={rows}, warps={warps}, stages={stages} needs more than 48 KB "
                          "of static shared memory (or stages < 2)")
     own = []                          # buffers this launcher allocated: they live as long as it does
@@ -342,7 +347,7 @@ def q8_0_gemv_launcher(w, x, y, N: int, K: int, T: int = 1, version: str = "dp4a
             raise ShapeError(f"the add epilogue holds rows x T <= 32 residuals per warp, got {rows} x {T}")
         if w2 is not None:                     # twice the rows in flight: dynamic shared memory
             f = kernel("gemv_q8_0.cu", "gemv_q8_0_dp4a_glu", "PPPPPii", defines)
-            smem = 2 * rows * warps * stages * 70 * 16
+            smem = 2 * q8_gemv_smem(rows, warps, stages)
             set_smem(f, smem)
         else:
             f = kernel("gemv_q8_0.cu", "gemv_q8_0_dp4a_add", "PPPPPii", defines)
@@ -366,7 +371,7 @@ def persist_blocks(f, N: int, rows: int, warps: int, stages: int, blocks_per_sm:
     gets the same number of row groups (N / rows = 12288 over 6336 warps would leave half of them
     one group behind: a tail again)."""
     if blocks_per_sm is None:
-        smem = rows * warps * stages * 70 * 16
+        smem = q8_gemv_smem(rows, warps, stages)
         regs = f.get_attribute(CU_FUNC_NUM_REGS)
         blocks_per_sm = max(1, min(2048 // (32 * warps), 32, (228 * 1024) // (smem + 1024),
                                    65536 // (max(regs, 8) * 32 * warps)))
@@ -521,7 +526,7 @@ def bench_gemm(M: int = 4096, N: int = 4096, K: int = 4096, configs=None, wg_con
 QWEN3_8B_SHAPES = [(4096, 12288), (12288, 4096), (4096, 151936)]    # (K, N): in -> out
 
 
-GEMV_SWEEP = [(r, w, st) for r in (1, 2, 4) for w in (2, 4, 8) for st in (2, 3, 4) if r * w * st * 70 * 16 <= 48 * 1024]
+GEMV_SWEEP = [(r, w, st) for r in (1, 2, 4) for w in (2, 4, 8) for st in (2, 3, 4) if q8_gemv_smem(r, w, st) <= 48 * 1024]
 PERSIST_SWEEP = [(1, 4, 2), (1, 4, 4), (1, 8, 2), (1, 2, 3), (2, 4, 2), (4, 2, 2)]    # v4 at batch 1
 
 

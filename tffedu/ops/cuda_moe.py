@@ -21,7 +21,7 @@ from ..errors import ShapeError
 from ..tensor import DTYPES
 from .cuda import (Workspace, _drv, cast_raw, check, kernel, kind, launch, output, ptr, set_smem,
                              with_workspace, workspace_bytes)
-from .cuda_gemm import _kernel90a, gemv_config
+from .cuda_gemm import _kernel90a, gemv_config, q8_gemv_smem
 from .cuda_matmul import GPU_WEIGHTS, _matmul_into, _matmul_pieces
 from .cuda_q8_gemm import (CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_SWIZZLE_NONE,
                                      CU_TENSOR_MAP_UINT8, Q8_TMA_GROUP, TMA_GEMMS, q8_gemm_available, q8_gemm_smem,
@@ -145,7 +145,7 @@ def _tile_gemv(w: int, wk: str, w2, tiles: int, n_tiles: int, act: tuple, y: int
     if wk == "Q8_0":                                   # chapter 11's v3, its tiling by batch
         rows, warps, stages = gemv_config(BM, K, epi)
         defines = {"BATCH": BM, "ROWS": rows, "WARPS": warps, "NSTAGE": stages}
-        file, name, smem = "gemv_q8_0.cu", "gemv_q8_0_moe", rows * warps * stages * 70 * 16 * (2 if glu else 1)
+        file, name, smem = "gemv_q8_0.cu", "gemv_q8_0_moe", q8_gemv_smem(rows, warps, stages) * (2 if glu else 1)
     else:                                              # chapter 11c's, the direct road where aligned
         defines, rows, warps, smem = quant_gemv_tiling(wk, BM, K, epi, (w, w2 or w, estride))
         file, name = "gemv_quant.cu", "gemv_quant_moe"
