@@ -244,8 +244,10 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     }
 
     // the loop bound is the same for every lane of a warp (shuffles need all 32)
+    // The group loaded before the wait, peeled from the loop: carried into it, its registers would
+    // stay live through every group and spill.
     int base = base0;
-    if (slots && base < end) {                              // the group loaded before the wait
+    if (slots && base < end) {
         bool ok[UNROLL];
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {                  // and now its new key

@@ -296,7 +296,9 @@ def test_op_totals_sum_the_timeline_by_op():
 
 def test_op_bytes_of_a_mixture_counts_the_experts_touched():
     """op_bytes of a moe_ffn: the router whole, each expert tensor times the share of experts T tokens
-    picking k of E touch on average, 1 - (1 - k/E)^T; a dense matmul its whole weight. CPU."""
+    picking k of E touch on average, 1 - (1 - k/E)^T; a dense matmul its whole weight. The lowered
+    moe_ffn_add (chapter 12b, what a GPU decode step runs) the same, and its residual read. CPU."""
+    from dataclasses import replace
     from types import SimpleNamespace
     from tffedu.runner import op_bytes
     T, D, E, F, k = 3, 16, 8, 4, 2
@@ -309,4 +311,6 @@ def test_op_bytes_of_a_mixture_counts_the_experts_touched():
     share = 1 - (1 - k / E) ** T                                   # 0.578125
     experts = sum(int(4 * E * F * D * share) for _ in range(3))
     assert op_bytes(y, weights) == 4 * T * D * 2 + 4 * E * D + experts
+    fused = replace(y, op="moe_ffn_add", inputs=(*y.inputs, g.input("res", (T, D))))
+    assert op_bytes(fused, weights) == 4 * T * D * 3 + 4 * E * D + experts
     assert op_bytes(z, weights) == 4 * T * D + 4 * E * D + 4 * T * E

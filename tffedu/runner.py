@@ -401,7 +401,7 @@ def op_bytes(node: Node, weights: dict, kv_tokens: int = 0) -> int:
         return node.nbytes + ids.nbytes + weights[table.name].nbytes // table.shape[0] * ids.shape[0]
     b = 0 if node.is_view else node.nbytes
     for i, x in enumerate(node.inputs):
-        if x.kind == "weight" and node.op == "moe_ffn" and i >= 2:       # gate, up, down [E, ...]
+        if x.kind == "weight" and node.op in ("moe_ffn", "moe_ffn_add") and i >= 2:   # gate, up, down [E, ...]
             E, T = x.shape[0], node.inputs[0].shape[0]
             b += int(weights[x.name].nbytes * (1 - (1 - node.attrs["k"] / E) ** T))
         elif x.kind == "weight":
