@@ -36,26 +36,19 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // Programmatic dependent launch (PDL, chapter 13). A kernel launched with the PDL attribute may be
-// started while the kernel before it in the stream is still running. pdl_wait() blocks until that
-// kernel has finished and its writes are visible -- so it must come before the first access to
-// anything a previous kernel wrote or still reads (only constant weights may be loaded before it) --
-// and then lets the next kernel in the stream start launching (its blocks run up to their own
-// pdl_wait). Without the attribute both are no-ops. PDL_READY(kernel), next to a kernel that calls
-// pdl_wait() in time, is the flag the loader finds (a symbol kernel_pdl): only such kernels get
-// the attribute. pdl_trigger() alone lets the next kernel start launching earlier still: only for a
-// kernel whose successor reads, before its own pdl_wait, nothing that this kernel or the one it waits
-// for writes: chapter 11's rmsnorm_quantize_q8 before the GEMVs, chapter 12's qk_norm_rope_store
-// before the decode attention.
-__device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" :::);
-#endif
-}
+// started while the kernel before it in the stream is still running. pdl_wait() first lets the next
+// kernel in the stream start launching (its blocks run up to their own pdl_wait), then blocks until
+// the kernel before has finished and its writes are visible. Kernels several places down the stream
+// may so run their part before pdl_wait while this one still runs: before it a kernel reads only what
+// no kernel of the step writes -- constant weights, the step's inputs (chapter 12's decode attention:
+// also the keys of earlier steps) -- and writes nothing. Without the attribute it is a no-op.
+// PDL_READY(kernel), next to a kernel that calls pdl_wait() in time, is the flag the loader finds
+// (a symbol kernel_pdl): only such kernels get the attribute.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" :::);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
-    pdl_trigger();
 }
 #define PDL_READY(kernel) extern "C" __device__ int kernel##_pdl = 1
 

@@ -143,7 +143,6 @@ PDL_READY(quantize_q8_act_f16);
 extern "C" __global__ void rmsnorm_quantize_q8(const float* __restrict__ x, const float* __restrict__ w,
                                                int8_t* __restrict__ xq, float* __restrict__ xd, int T, int D,
                                                float eps) {
-    pdl_trigger();      // the GEMVs after it read only weights before their wait: let them start now
     pdl_wait();
     __shared__ float red[32];
     const int r = blockIdx.x, tid = threadIdx.x, lane = tid % WARP, wid = tid / WARP, D4 = D / 4;

@@ -189,17 +189,18 @@ __device__ __forceinline__ void attend_group(const uint4 (&kr)[UNROLL], const ui
 // (sequence, kv head) in the block that finishes last.
 // seq_lens and page_table are a step's inputs, never the output of the kernel launched just before
 // this one: they are read before pdl_wait, so the first keys' page rows are known when it returns.
-// slots (or null): the pool row of each sequence's new key, which the kernel just before this one
-// stored; every other key was stored in an earlier step, so the first UNROLL keys of each slot are
-// loaded before pdl_wait too, and only the new key's K/V after it (null: all of them after it). A
-// page being written belongs to one sequence; a hostile table that lends it to another may give that
-// one the key's old value.
+// early (nonzero): the kernel before this one stored this step's keys, at most B of each sequence (B =
+// gridDim.x, the step's rows: one per row, at the end of its sequence; the rows that verify drafts
+// are one sequence's last few). So a row's keys below L - B are an earlier step's, written by no
+// kernel still running: a block whose first group holds only such keys loads it before pdl_wait
+// (any split but a short last one), the others after it. A page being written belongs to one
+// sequence; a hostile table that lends it to another may give that one the key's old value.
 // Launch bounds: up to GROUP 4, 16 warps an SM (two blocks of 8), so at most 128 registers a thread;
 // a larger group keeps its q and acc in registers at one block an SM instead of spilling.
 extern "C" __global__ void __launch_bounds__(NWARPS * 32, GROUP > 4 || NWARPS >= 16 ? 1 : 16 / NWARPS)
 paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
                   const int* __restrict__ page_table, int max_pages, int n_pages, const int* __restrict__ seq_lens,
-                  const int* __restrict__ slots, float* __restrict__ part_o, float* __restrict__ part_ml,
+                  int early, float* __restrict__ part_o, float* __restrict__ part_ml,
                   unsigned* __restrict__ counts, float* __restrict__ out, int Hkv, int page_size, int split_len,
                   float scale_log2, int window) {
     __shared__ float s_acc[NWARPS][GROUP][HEAD_DIM];
@@ -210,23 +211,25 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     const int d0 = (lane % LPK) * 8;
     // a hostile length counts only what the table can hold: no block loops past its own split
     const int L = clamp_len(seq_lens[b], max_pages, page_size), lo = window > 0 ? max(L - window, 0) : 0;
-    const int fresh = slots ? slots[b] : -1;                // the new key's row: loaded after the wait
     const int sl = split_keys(L - lo, split_len, S);
     const int n = L > lo ? (L - lo - 1) / sl + 1 : 1;       // splits that hold keys (an empty sequence: one)
     if (split >= n) return;                                 // an empty split: nothing to add
     const int start = lo + split * sl, end = min(start + sl, L);
     const int* pt = page_table + (size_t)b * max_pages;
 
-    // The first group's page rows are looked up before pdl_wait, and with `slots` its K/V load then
-    // too, all but the new key's: keys of earlier steps are written by no kernel still running.
+    // The first group's page rows are looked up before pdl_wait, and its K/V load then too if all
+    // its keys are an earlier step's (the same answer for the whole block).
+    const bool first_early = early && start + NSLOT * UNROLL <= L - (int)gridDim.x;
     const int base0 = start + warp * KPW;
     int next[UNROLL];                                       // rows of the pool: n_pages * page_size < 2^31
     key_rows(next, base0, end, pt, page_size, max_pages, n_pages);
     uint4 kr[UNROLL], vr[UNROLL];                           // a group's K/V, 16 bytes of each key
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) {
-        kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-        if (slots && next[u] >= 0 && next[u] != fresh) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
+    for (int u = 0; u < UNROLL; u++) kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+    if (first_early) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (next[u] >= 0) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
     }
     pdl_wait();
 
@@ -247,13 +250,10 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     // The group loaded before the wait, peeled from the loop: carried into it, its registers would
     // stay live through every group and spill.
     int base = base0;
-    if (slots && base < end) {
+    if (first_early && base < end) {
         bool ok[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) {                  // and now its new key
-            ok[u] = base + u * NSLOT + lane / LPK < end;
-            if (next[u] >= 0 && next[u] == fresh) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
-        }
+        for (int u = 0; u < UNROLL; u++) ok[u] = base + u * NSLOT + lane / LPK < end;
         key_rows(next, base + NSLOT * UNROLL, end, pt, page_size, max_pages, n_pages);
         attend_group(kr, vr, ok, q, acc, m, l);
         base += NSLOT * UNROLL;

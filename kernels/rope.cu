@@ -156,10 +156,6 @@ __device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const 
                                              const float* __restrict__ v, __half* __restrict__ Kc,
                                              __half* __restrict__ Vc, const int* __restrict__ slots, int n_slots) {
     __shared__ float row[QKN_WARPS][256];
-    // With STORE the decode attention comes next: what it reads before its own pdl_wait (the step's
-    // inputs, keys of earlier steps) neither this kernel nor the GEMV still running writes, so it may
-    // start launching now and have its first keys at hand when this kernel ends.
-    if (STORE) pdl_trigger();
     pdl_wait();
     const long r = (long)blockIdx.x * QKN_WARPS + threadIdx.x / WARP, nq = (long)T * Hq, nk = (long)T * Hk;
     if (r >= nq + nk * (STORE ? 2 : 1)) return;

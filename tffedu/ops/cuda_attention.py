@@ -364,26 +364,26 @@ def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: fl
 
 
 def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, n_pages, S, split_len, part_o, part_ml,
-                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0, slots: int = 0) -> None:
+                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0, early: bool = False) -> None:
     """The launch behind `paged_attention_decode`: a grid of (B, Hkv, S) blocks, where each sequence
     cuts its keys into at most S splits of a whole multiple of split_len (`split_keys` in the kernel),
     and the last split of each (sequence, kv head) to finish merges them (`split_counters`).
     `quant`: the output is written as packed int8 activations (the kernel's QUANT, D % 32 == 0);
     `window` > 0: the splits start at each sequence's oldest visible key. seq_lens and the page
     tables are read before the kernel waits for the one launched ahead of it (PDL), so they must
-    not be that kernel's output: in a step they are inputs. `slots` (a device address, or 0): the
-    pool rows where that kernel stored each sequence's new key, int32 [B]; all other keys are then
-    read before the wait too (they are an earlier step's)."""
+    not be that kernel's output: in a step they are inputs. `early`: that kernel stored the step's
+    keys, at most B of each sequence, at its end; each row's older keys are then read before the
+    wait too (they are an earlier step's)."""
     scale, window = 1.0 / math.sqrt(D) if scale is None else float(scale), sliding_window(window)
     if n_pages * ps >= 2 ** 31:
         raise ShapeError(f"paged decode attention: a pool of {n_pages} pages of {ps} rows has 2^31 rows or more")
     cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv, **({"QUANT": 1} if quant else {})}
     while cfg["NWARPS"] > 1 and cfg["NWARPS"] * cfg["GROUP"] * (D + 2) * 4 > 48 * 1024:
         cfg["NWARPS"] //= 2                      # the per-warp merge buffers must fit in 48 KB
-    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPPPPPPiiifi", cfg)
+    fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPiPPPPiiifi", cfg)
     counts = split_counters(B * Hkv, stream) if S > 1 else 0
     launch(fn, (B, Hkv, S), (32 * cfg["NWARPS"],), stream, qp, kp, vp, tp, np.int32(max_pages), np.int32(n_pages), lp,
-           np.uintp(slots), np.uintp(part_o), np.uintp(part_ml), np.uintp(counts), op, np.int32(Hkv), np.int32(ps),
+           np.int32(early), np.uintp(part_o), np.uintp(part_ml), np.uintp(counts), op, np.int32(Hkv), np.int32(ps),
            np.int32(split_len), np.float32(scale * math.log2(math.e)), np.int32(window))
 
 # %% ../../notebooks/12_attention.ipynb #7967a8a5
@@ -573,7 +573,7 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
         decode_launch(ptr(q, "q"), kp, vp, tp, ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps,
                       max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant, window=window,
-                      slots=ptr(slots, "slots"))            # the keys the store just wrote
+                      early=True)                          # the store just wrote this step's keys
         return out
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
     if flash_head_dim_ok(D):
