@@ -11,8 +11,10 @@
 #
 # SRC is llama.cpp's source: a folder (built in SRC/build) or a .tar.gz/.tar.xz of one (unpacked
 # beside the build folder, built in WORK/build). LLAMA_BUILD=DIR builds in DIR instead and keeps
-# it: a later race reuses it and builds only what is missing. MODELS_DIR=DIR (default WORK/models)
-# keeps the model files likewise: one that is there already is not written again.
+# it: a later race reuses it and builds only what is missing. LLAMA_BIN=DIR takes the tools from a
+# llama.cpp you built yourself (CUDA, flash attention; its bin folder): nothing is built, and no
+# --llama-cpp is needed. MODELS_DIR=DIR (default WORK/models) keeps the model files likewise: one
+# that is there already is not written again.
 
 race_args() {  # NAME ARGS...: the race scripts' command line: sets LLAMA_CPP and OUT_DIR, or exits 2
     local script
@@ -27,12 +29,14 @@ race_args() {  # NAME ARGS...: the race scripts' command line: sets LLAMA_CPP an
             *) echo "usage: bash benchmarks/$script --llama-cpp PATH [--out DIR]"; exit 2 ;;
         esac
     done
-    [ -n "$LLAMA_CPP" ] || { echo "${script%.sh}: give llama.cpp's source: --llama-cpp FOLDER|TARBALL (git clone https://github.com/ggml-org/llama.cpp)"; exit 2; }
-    [ -e "$LLAMA_CPP" ] || { echo "${script%.sh}: $LLAMA_CPP: no such folder or file"; exit 2; }
+    [ -n "$LLAMA_CPP" ] || [ -n "${LLAMA_BIN:-}" ] || { echo "${script%.sh}: give llama.cpp's source: --llama-cpp FOLDER|TARBALL (git clone https://github.com/ggml-org/llama.cpp), or LLAMA_BIN=the bin folder of a build"; exit 2; }
+    [ -z "${LLAMA_BIN:-}" ] || [ -d "$LLAMA_BIN" ] || { echo "${script%.sh}: LLAMA_BIN=$LLAMA_BIN: no such folder"; exit 2; }
+    [ -z "$LLAMA_CPP" ] || [ -e "$LLAMA_CPP" ] || { echo "${script%.sh}: $LLAMA_CPP: no such folder or file"; exit 2; }
 }
 
 llamacpp_source() {  # SRC: sets LLAMA_SRC, LLAMA_BUILD_DIR and LLAMA_BIN (unpacks a tarball once)
     local top
+    if [ -n "${LLAMA_BIN:-}" ]; then LLAMA_PREBUILT=1; return 0; fi   # tools built elsewhere: nothing to build
     if [ -d "$1" ]; then
         LLAMA_SRC=$1; LLAMA_BUILD_DIR=${LLAMA_BUILD:-$1/build}
     else
@@ -50,8 +54,14 @@ llamacpp_source() {  # SRC: sets LLAMA_SRC, LLAMA_BUILD_DIR and LLAMA_BIN (unpac
 }
 
 llamacpp_build() {  # LOG TARGET...: builds the targets in LLAMA_BUILD_DIR (after llamacpp_source)
-    local log=$1 arch
+    local log=$1 arch t
     shift
+    if [ -n "${LLAMA_PREBUILT:-}" ]; then
+        for t in "$@"; do
+            [ -x "$LLAMA_BIN/$t" ] || { echo "LLAMA_BIN=$LLAMA_BIN has no $t" | tee "$log"; return 1; }
+        done
+        return 0
+    fi
     arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.')
     cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD_DIR" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${arch:-90}" \
         -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \

@@ -6,9 +6,10 @@
 #
 # PATH (or LLAMA_CPP=PATH) is llama.cpp's source: a folder (a git clone of
 # https://github.com/ggml-org/llama.cpp; built in PATH/build) or a .tar.gz/.tar.xz of one (unpacked
-# and built in a temporary folder). llama-bench and llama-batched-bench are built (CUDA, flash
-# attention) while random-weight Qwen3-0.6B and Qwen3-8B Q8_0 files are written
-# (benchmarks/make_gguf.py, ~9 GB in TMPDIR), then both engines run on the same files
+# and built in a temporary folder; LLAMA_BIN=DIR instead: the tools of a llama.cpp built already).
+# llama-bench, llama-batched-bench and llama-quantize are built (CUDA, flash attention) while
+# random-weight Qwen3-0.6B and Qwen3-8B Q8_0 files are written (benchmarks/make_gguf.py, ~9 GB in
+# TMPDIR), then both engines run on the same files
 # (benchmarks/race.py). The packages come from tools/gpu_packages.sh (WHEELS=DIR: from wheels);
 # LLAMA_BUILD=DIR and MODELS_DIR=DIR keep the build and the files for a later race
 # (benchmarks/llamacpp.sh).
@@ -42,7 +43,7 @@ in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
 gpu_packages || exit 1
-command -v cmake >/dev/null || { echo "race: cmake is needed to build llama.cpp"; exit 1; }
+[ -n "${LLAMA_BIN:-}" ] || command -v cmake >/dev/null || { echo "race: cmake is needed to build llama.cpp"; exit 1; }
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-race.XXXXXX")
 RAW=$WORK/raw

@@ -1,4 +1,5 @@
 """Packaging: environment.yml and pyproject.toml name the same packages; the notebook export is in sync."""
+import os
 import pathlib
 import re
 import shutil
@@ -134,8 +135,16 @@ def test_nothing_points_at_the_teams_own_tooling():
 ])
 def test_gpu_scripts_check_their_arguments_first(argv, words):
     "Before any install, build or GPU probe: a wrong call says what it takes (status 2)."
-    r = subprocess.run(["bash", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_CPP", "LLAMA_BIN")}
+    r = subprocess.run(["bash", *argv], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2 and words in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_race_checks_a_prebuilt_llamacpp_folder_first():
+    "LLAMA_BIN (llama.cpp's tools built already) stands for --llama-cpp; a folder that is not there is named."
+    r = subprocess.run(["bash", "benchmarks/race_llamacpp.sh"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "LLAMA_BIN": "no/such/bin"})
+    assert r.returncode == 2 and "LLAMA_BIN=no/such/bin: no such folder" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
 def test_every_module_says_what_it_is():
