@@ -8,9 +8,10 @@
 # PATH (or LLAMA_CPP=PATH) is llama.cpp's source, a folder or a .tar.gz/.tar.xz of one, as for
 # benchmarks/race_llamacpp.sh; llama-server is built from it (CUDA) while a random-weight
 # Qwen3-8B Q8_0 file is written (benchmarks/make_gguf.py, MODEL=qwen3-8b); LLAMA_BUILD=DIR and
-# MODELS_DIR=DIR reuse a race's build and files (benchmarks/llamacpp.sh). Each server in turn is
-# started on 127.0.0.1, loaded by benchmarks/bench_serve.py (CONCURRENCY="1 8 32 64" clients,
-# PROMPT_WORDS=128-word prompts, MAX_TOKENS=128 new tokens, ignore_eos, greedy) and stopped:
+# MODELS_DIR=DIR reuse a race's build and files, LLAMA_BIN=DIR a llama.cpp built already
+# (benchmarks/llamacpp.sh). Each server in turn is started on 127.0.0.1, loaded by
+# benchmarks/bench_serve.py (CONCURRENCY="1 8 32 64" clients, PROMPT_WORDS=128-word prompts,
+# MAX_TOKENS=128 new tokens, ignore_eos, greedy) and stopped:
 #   llama-server -np $SLOTS -fa on -c $((SLOTS * SLOT_CTX))          (SLOTS=64, SLOT_CTX=512)
 #   tffedu serve --device cuda --max-batch $SLOTS --kv-tokens $((SLOTS * SLOT_CTX))
 # Results in --out DIR (default benchmarks/results/serve-YYYYMMDD-HHMMSS): serve.json (a row per
@@ -32,7 +33,7 @@ SLOT_CTX=${SLOT_CTX:-512}
 . tools/gpu_packages.sh
 gpu_packages fastapi=fastapi uvicorn=uvicorn prometheus_client=prometheus-client httpx=httpx \
     matplotlib=matplotlib || exit 1
-command -v cmake >/dev/null || { echo "race_serve: cmake is needed to build llama.cpp"; exit 1; }
+[ -n "${LLAMA_BIN:-}" ] || command -v cmake >/dev/null || { echo "race_serve: cmake is needed to build llama.cpp"; exit 1; }
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-serve.XXXXXX")
 mkdir -p "$OUT_DIR"

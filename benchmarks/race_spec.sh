@@ -7,7 +7,8 @@
 #
 # PATH (or LLAMA_CPP=PATH) is llama.cpp's source, as for benchmarks/race_llamacpp.sh; llama-server
 # is built from it while random-weight model files are written (benchmarks/make_gguf.py);
-# LLAMA_BUILD=DIR and MODELS_DIR=DIR keep and reuse them (benchmarks/llamacpp.sh). Then:
+# LLAMA_BUILD=DIR and MODELS_DIR=DIR keep and reuse them, LLAMA_BIN=DIR takes a llama.cpp built
+# already (benchmarks/llamacpp.sh). Then:
 #   1. the cost of a verify step, k = 0..8 draft tokens, on COST_MODEL (default qwen3-8b: a random
 #      Qwen3-8B Q8_0): benchmarks/bench_verify_cost.py -> verify_cost.json, verify_cost.png;
 #   2. prompt lookup on benchmarks/spec_prompts.json, greedy, SPEC_N new tokens: tffedu plain and
@@ -32,7 +33,7 @@ LLAMA_SPECS=${LLAMA_SPECS:-"--spec-type ngram-simple|--spec-type ngram-simple --
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
 gpu_packages matplotlib=matplotlib || exit 1
-command -v cmake >/dev/null || { echo "race_spec: cmake is needed to build llama.cpp"; exit 1; }
+[ -n "${LLAMA_BIN:-}" ] || command -v cmake >/dev/null || { echo "race_spec: cmake is needed to build llama.cpp"; exit 1; }
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-spec.XXXXXX")
 mkdir -p "$OUT_DIR"
