@@ -4,6 +4,7 @@
 #
 #   race_args NAME ARGS...      the race scripts' command line (--llama-cpp PATH [--out DIR]): sets
 #                               LLAMA_CPP and OUT_DIR (default benchmarks/results/NAME-DATE)
+#   llamacpp_can_build NAME     exits unless LLAMA_BIN is given or cmake is here
 #   llamacpp_source SRC         where the source is and the build goes; sets LLAMA_BIN
 #   llamacpp_build LOG TARGET...  builds the TARGETs (CUDA, for this GPU) there
 #   race_model NAME             prints the path of NAME's file (benchmarks/make_gguf.py); NAME-TYPE
@@ -32,6 +33,10 @@ race_args() {  # NAME ARGS...: the race scripts' command line: sets LLAMA_CPP an
     [ -n "$LLAMA_CPP" ] || [ -n "${LLAMA_BIN:-}" ] || { echo "${script%.sh}: give llama.cpp's source: --llama-cpp FOLDER|TARBALL (git clone https://github.com/ggml-org/llama.cpp), or LLAMA_BIN=the bin folder of a build"; exit 2; }
     [ -z "${LLAMA_BIN:-}" ] || [ -d "$LLAMA_BIN" ] || { echo "${script%.sh}: LLAMA_BIN=$LLAMA_BIN: no such folder"; exit 2; }
     [ -z "$LLAMA_CPP" ] || [ -e "$LLAMA_CPP" ] || { echo "${script%.sh}: $LLAMA_CPP: no such folder or file"; exit 2; }
+}
+
+llamacpp_can_build() {  # NAME: exits unless the tools are given (LLAMA_BIN) or cmake can build them
+    [ -n "${LLAMA_BIN:-}" ] || command -v cmake >/dev/null || { echo "$1: cmake is needed to build llama.cpp"; exit 1; }
 }
 
 llamacpp_source() {  # SRC: sets LLAMA_SRC, LLAMA_BUILD_DIR and LLAMA_BIN (unpacks a tarball once)

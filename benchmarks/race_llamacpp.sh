@@ -43,7 +43,7 @@ in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
 gpu_packages || exit 1
-[ -n "${LLAMA_BIN:-}" ] || command -v cmake >/dev/null || { echo "race: cmake is needed to build llama.cpp"; exit 1; }
+llamacpp_can_build race
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-race.XXXXXX")
 RAW=$WORK/raw

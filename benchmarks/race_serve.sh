@@ -33,7 +33,7 @@ SLOT_CTX=${SLOT_CTX:-512}
 . tools/gpu_packages.sh
 gpu_packages fastapi=fastapi uvicorn=uvicorn prometheus_client=prometheus-client httpx=httpx \
     matplotlib=matplotlib || exit 1
-[ -n "${LLAMA_BIN:-}" ] || command -v cmake >/dev/null || { echo "race_serve: cmake is needed to build llama.cpp"; exit 1; }
+llamacpp_can_build race_serve
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-serve.XXXXXX")
 mkdir -p "$OUT_DIR"

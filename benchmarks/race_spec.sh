@@ -33,7 +33,7 @@ LLAMA_SPECS=${LLAMA_SPECS:-"--spec-type ngram-simple|--spec-type ngram-simple --
 # shellcheck source=tools/gpu_packages.sh
 . tools/gpu_packages.sh
 gpu_packages matplotlib=matplotlib || exit 1
-[ -n "${LLAMA_BIN:-}" ] || command -v cmake >/dev/null || { echo "race_spec: cmake is needed to build llama.cpp"; exit 1; }
+llamacpp_can_build race_spec
 export PYTHONUNBUFFERED=1
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tffedu-spec.XXXXXX")
 mkdir -p "$OUT_DIR"
