@@ -180,3 +180,14 @@ __device__ __forceinline__ int3 moe_tile(const int* __restrict__ tiles, int slot
     const int* t = tiles + 3 * (size_t)slot;
     return make_int3(t[0], t[1], t[2]);
 }
+// The rows a tile slot of a grouped GEMM covers: sorted token rows [m0, mend) are expert e's, whose
+// weights start e * n1 rows in (wrow); false for an unused slot.
+__device__ __forceinline__ bool moe_tile_box(const int* __restrict__ tiles, int slot, int n1, int& wrow, int& m0,
+                                             int& mend) {
+    const int3 tl = moe_tile(tiles, slot);
+    if (tl.x < 0) return false;
+    wrow = tl.x * n1;
+    m0 = tl.y;
+    mend = m0 + tl.z;
+    return true;
+}

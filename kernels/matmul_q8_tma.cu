@@ -93,13 +93,7 @@ matmul_q8_0_tma(const __grid_constant__ TensorMap tx, const __grid_constant__ Te
     __syncthreads();
     pdl_wait();                                                 // x is the kernel before's output
 #if GROUPED
-    {   // rows [m0, mend) of the sorted tokens are expert e's, whose weights start e * n1 rows in
-        const int3 tl = moe_tile(tiles, blockIdx.x);
-        if (tl.x < 0) return;                                   // a slot past the last tile
-        wrow = tl.x * n1;
-        m0 = tl.y;
-        mend = m0 + tl.z;
-    }
+    if (!moe_tile_box(tiles, blockIdx.x, n1, wrow, m0, mend)) return;   // a slot past the last tile
 #endif
 
     if (tid >= NCONS) {                                         // the producer warpgroup: one thread

@@ -15,46 +15,80 @@
 #include "gemv_f.cuh"
 
 #ifndef BLOCK
-#define BLOCK 128
+#define BLOCK 128        // threads of moe_sort
+#endif
+#ifndef ROUTE_WARPS
+#define ROUTE_WARPS 8    // warps of moe_route: one routes, the others quantize the activations (decode)
 #endif
 
-// One block per token: the softmax over its E logits, then k rounds of "the likeliest expert not
-// taken yet" (ties to the lower expert: numpy's stable argsort). w = p, or p / sum of the k p's
-// (norm). A NaN logit can never pick an id outside [0, E): a round takes the first untaken expert
-// unless another compares greater. With `tiles` (tiles of one pair in pair order: a decode step)
-// pair q = t k + j is sorted row q and tile q, so the picks write the table and moe_sort is not
-// needed; else they count.
-extern "C" __global__ void __launch_bounds__(BLOCK)
+// Token t's activations x [D] as int8 blocks of 32 (quantize_q8_lane's numbers: d = amax / 127,
+// codes x / d rounded to nearest), written into the k sorted rows row0 .. row0 + k - 1 its pairs
+// take: moe_gather_q8's work on the pair road. Threads i0, i0 + n, ... (whole warps) take 4 values
+// each, 8 lanes a block.
+__device__ __forceinline__ void quantize_pair_rows(const float* __restrict__ x, int8_t* __restrict__ xq,
+                                                   float* __restrict__ xd, int D, size_t row0, int k, int i0, int n)
+{
+    const int lane = threadIdx.x & 31, n4 = D / 4;                 // D % 32 == 0: a block never straddles
+    for (int base = i0 & ~31; base < n4; base += n) {              // the bound is the warp's (shuffles)
+        const int i = base + lane;
+        const float4 v = i < n4 ? reinterpret_cast<const float4*>(x)[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        float a = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+        for (int o = 4; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+        if (i >= n4) continue;                                     // (8 lanes, all in or all out)
+        const float d = a / 127.f;
+        const float c[4] = {v.x, v.y, v.z, v.w};
+        unsigned q = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) q |= (unsigned)(unsigned char)(d > 0.f ? __float2int_rn(c[j] / d) : 0) << 8 * j;
+        for (int j = 0; j < k; ++j) {
+            reinterpret_cast<unsigned*>(xq + (row0 + j) * D)[i] = q;
+            if (lane % 8 == 0) xd[(row0 + j) * (D / 32) + i / 8] = d;
+        }
+    }
+}
+
+// One block per token. Its first warp routes: the softmax over the token's E logits, then k rounds
+// of "the likeliest expert not taken yet" (ties to the lower expert: numpy's stable argsort), each a
+// warp's argmax by shuffles, lane 0's answer for all. w = p, or p / sum of the k p's (norm). A NaN
+// logit can never pick an id outside [0, E): a round takes the first untaken expert unless another
+// compares greater. With `tiles` (tiles of one pair in pair order: a decode step) pair q = t k + j is
+// sorted row q and tile q, so the picks write the table and moe_sort is not needed; else they count.
+// With `xq` too, the block's other warps meanwhile quantize the token's activations x into its k
+// rows (the sorted rows of its pairs, whatever experts they take): no gather kernel at decode.
+extern "C" __global__ void __launch_bounds__(32 * ROUTE_WARPS)
 moe_route(const float* __restrict__ logits, int* __restrict__ ids, float* __restrict__ wts,
           int* __restrict__ counts, int* __restrict__ perm, int* __restrict__ pos, int* __restrict__ tiles,
-          int E, int k, int norm)
+          const float* __restrict__ x, int8_t* __restrict__ xq, float* __restrict__ xd, int D, int E, int k, int norm)
 {
     extern __shared__ float p[];                       // [E] probabilities, then E bytes of "taken"
     unsigned char* taken = reinterpret_cast<unsigned char*>(p + E);
-    __shared__ float red[32];
-    __shared__ float best_v[BLOCK / 32];
-    __shared__ int best_i[BLOCK / 32];
     pdl_wait();
-    const int t = blockIdx.x, tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    const float* x = logits + (size_t)t * E;
+    const int t = blockIdx.x, lane = threadIdx.x & 31;
+    if (threadIdx.x >= 32) {
+        if (tiles && xq)
+            quantize_pair_rows(x + (size_t)t * D, xq, xd, D, (size_t)t * k, k, threadIdx.x - 32, blockDim.x - 32);
+        return;
+    }
+    const float* lg = logits + (size_t)t * E;
     float m = -INFINITY;
-    for (int e = tid; e < E; e += BLOCK) m = fmaxf(m, x[e]);
-    m = block_max(m, red);
+    for (int e = lane; e < E; e += 32) m = fmaxf(m, lg[e]);
+    m = warp_max(m);
     float s = 0.f;
-    for (int e = tid; e < E; e += BLOCK) {
-        const float v = expf(x[e] - m);
+    for (int e = lane; e < E; e += 32) {
+        const float v = expf(lg[e] - m);
         p[e] = v;
         taken[e] = 0;
         s += v;
     }
-    s = block_sum(s, red);                             // (its barriers also publish p and taken)
-    for (int e = tid; e < E; e += BLOCK) p[e] = p[e] / s;
-    __syncthreads();
+    s = warp_sum(s);
+    for (int e = lane; e < E; e += 32) p[e] = p[e] / s;   // (a lane reads back only its own entries)
+    __syncwarp();
     float wsum = 0.f;
     for (int j = 0; j < k; ++j) {
         float bv = 0.f;
         int bi = -1;
-        for (int e = tid; e < E; e += BLOCK)           // e rises: a tie keeps the lower one
+        for (int e = lane; e < E; e += 32)             // e rises: a tie keeps the lower one
             if (!taken[e] && (bi < 0 || p[e] > bv)) { bv = p[e]; bi = e; }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {             // the warp's best: greater, or equal and lower
@@ -64,30 +98,22 @@ moe_route(const float* __restrict__ logits, int* __restrict__ ids, float* __rest
                 bv = ov; bi = oi;
             }
         }
-        if (lane == 0) { best_v[wid] = bv; best_i[wid] = bi; }
-        __syncthreads();
-        if (tid == 0) {
-            float v = best_v[0];
-            int i = best_i[0];
-            for (int w = 1; w < BLOCK / 32; ++w)
-                if (best_i[w] >= 0 && (i < 0 || best_v[w] > v || (best_v[w] == v && best_i[w] < i))) {
-                    v = best_v[w]; i = best_i[w];
-                }
+        if (lane == 0) {                               // (with NaNs lanes may disagree: lane 0 decides)
             const int q = t * k + j;
-            taken[i] = 1;
-            ids[q] = i;
-            wts[q] = p[i];
-            wsum += p[i];
+            taken[bi] = 1;
+            ids[q] = bi;
+            wts[q] = p[bi];
+            wsum += p[bi];
             if (tiles) {
                 perm[q] = pos[q] = q;
-                tiles[3 * (size_t)q] = i; tiles[3 * (size_t)q + 1] = q; tiles[3 * (size_t)q + 2] = 1;
+                tiles[3 * (size_t)q] = bi; tiles[3 * (size_t)q + 1] = q; tiles[3 * (size_t)q + 2] = 1;
             } else {
-                atomicAdd(counts + i, 1);
+                atomicAdd(counts + bi, 1);
             }
         }
-        __syncthreads();
+        __syncwarp();                                  // taken[bi] is seen by every lane
     }
-    if (norm && tid == 0)
+    if (norm && lane == 0)
         for (int j = 0; j < k; ++j) wts[(size_t)t * k + j] = wts[(size_t)t * k + j] / wsum;
 }
 PDL_READY(moe_route);

@@ -58,6 +58,33 @@ def test_route_and_sort_match_numpy(T, E, k, norm):
     assert np.all(covered == 1)
 
 
+# rows of one warp's share, a partial last warp (D = 96, 2080), one block; k = 1 and many pairs
+@pytest.mark.parametrize("T,D,k", [(1, 2048, 8), (3, 96, 8), (2, 2080, 1), (4, 32, 2)])
+def test_route_quantizes_the_pairs_rows_at_decode(T, D, k):
+    """On the pair road moe_route also writes pair q's int8 activations (token q // k's row, which
+    moe_gather_q8 writes on the sorted road): bit for bit numpy's d = amax / 127 and codes x / d
+    rounded half to even, in float32."""
+    from tffedu.ops.cuda_moe import _route, moe_pair_tiles
+    from tffedu.tensor import F32, I8, I32, Tensor
+    E, P = 128, T * k
+    assert moe_pair_tiles(P, E)
+    rng = np.random.default_rng(D + k)
+    x = (rng.standard_normal((T, D)) * rng.uniform(0.01, 100, (T, 1))).astype(np.float32)
+    x[0, :32] = 0                                      # an all-zero block: d = 0, codes 0
+    logits = rng.standard_normal((T, E)).astype(np.float32)
+    bufs = dict(ids=(P,), wts=(P,), counts=(E,), perm=(P,), pos=(P,), tiles=(P, 3), xq=(P, D), xd=(P, D // 32))
+    b = {n: Tensor.empty(s, I8 if n == "xq" else F32 if n in ("wts", "xd") else I32, "cuda") for n, s in bufs.items()}
+    xs, lg = dev(x), dev(logits)
+    assert _route(lg.data_ptr(), T, E, k, True, {n: t.data_ptr() for n, t in b.items()} | {"BM": 1, "n_tiles": P},
+                  x=xs.data_ptr(), D=D)
+    blocks = np.repeat(x, k, axis=0).reshape(P, D // 32, 32)
+    d = np.abs(blocks).max(-1) / np.float32(127)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(d[..., None] > 0, np.rint(blocks / d[..., None]), 0).astype(np.int8)
+    np.testing.assert_array_equal(b["xd"].to("cpu").numpy(), d)
+    np.testing.assert_array_equal(b["xq"].to("cpu").numpy(), q.reshape(P, D))
+
+
 @pytest.mark.parametrize("T,E", [(4, 64), (4, 16), (80, 16)])   # tiles of one pair; sorted, BM = 1; BM = 8
 def test_route_survives_nan_logits(T, E):
     from tffedu.ops.cuda_moe import moe_route_sort

@@ -29,12 +29,13 @@ from .cuda_q8_gemm import (CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, CU
 from .cuda_quant import QUANT_TYPES, quant_gemv_tiling
 
 # %% auto #0
-__all__ = ['MOE_MAX_BM', 'MOE_BLOCK', 'MOE_GEMM_MIN', 'MOE_PAIR_TILES', 'FLOAT_EXPERTS', 'moe_tile_rows', 'moe_pair_tiles',
-           'moe_max_tiles', 'moe_route_sort', 'moe_scratch_bytes', 'moe_ffn', 'moe_ffn_add']
+__all__ = ['MOE_MAX_BM', 'MOE_BLOCK', 'MOE_ROUTE_WARPS', 'MOE_GEMM_MIN', 'MOE_PAIR_TILES', 'FLOAT_EXPERTS', 'moe_tile_rows',
+           'moe_pair_tiles', 'moe_max_tiles', 'moe_route_sort', 'moe_scratch_bytes', 'moe_ffn', 'moe_ffn_add']
 
 # %% ../../notebooks/11d_moe.ipynb #f1d00a09
 MOE_MAX_BM = 8                 # rows per GEMV tile at most: the GEMVs' largest batch
-MOE_BLOCK = 128                # threads of moe_route and moe_sort (moe.cu's BLOCK)
+MOE_BLOCK = 128                # threads of moe_sort (moe.cu's BLOCK)
+MOE_ROUTE_WARPS = 8            # moe_route's warps at decode: one routes, the others quantize (ROUTE_WARPS)
 MOE_GEMM_MIN = 8               # pairs per expert (on average) from which the tensor cores take the tiles
 MOE_PAIR_TILES = 4             # tiles of one pair, unsorted, while pairs * this <= experts (moe_pair_tiles)
 
@@ -64,23 +65,28 @@ def moe_max_tiles(P: int, E: int, BM: int) -> int:
     return min(P, P // BM + min(E, P))
 
 # %% ../../notebooks/11d_moe.ipynb #f1d00a13
-def _route(logits: int, T: int, E: int, k: int, norm: bool, r: dict, stream=None) -> None:
+def _route(logits: int, T: int, E: int, k: int, norm: bool, r: dict, stream=None, x: int = 0, D: int = 0) -> bool:
     """moe_route then moe_sort on logits f32 [T, E] at a device address, into the device addresses
     of `r`: ids, wts [T, k], counts [E], perm, pos [T k], tiles [n_tiles, 3] (and BM, n_tiles); with
-    tiles of one pair (moe_pair_tiles), moe_route alone (pair q: row q, tile q; counts not written)."""
+    tiles of one pair (moe_pair_tiles), moe_route alone (pair q: row q, tile q; counts not written),
+    which then also quantizes the activations x f32 [T, D] (a device address) into r's xq, xd if
+    given: pair q's row is token q // k's (moe_gather_q8's work). Whether it took tiles of one pair."""
     single = moe_pair_tiles(T * k, E)                  # then BM == 1 and n_tiles == T k
     if not single:
         _drv().memset_d32_async(r["counts"], 0, E, stream)
-    route = kernel("moe.cu", "moe_route", "PPPPPPPiii", {"BLOCK": MOE_BLOCK})
+    quant = single and bool(x) and "xq" in r
+    route = kernel("moe.cu", "moe_route", "PPPPPPPPPPiiii", {"ROUTE_WARPS": MOE_ROUTE_WARPS})
     smem = E * 4 + -(-E // 4) * 4                     # the probabilities, and a "taken" byte each
     set_smem(route, smem)
-    launch(route, (T,), (MOE_BLOCK,), stream, logits, r["ids"], r["wts"], r["counts"], r["perm"], r["pos"],
-           r["tiles"] if single else 0, np.int32(E), np.int32(k), np.int32(bool(norm)), shared=smem)
+    launch(route, (T,), (32 * (MOE_ROUTE_WARPS if quant else 1),), stream, logits, r["ids"], r["wts"], r["counts"],
+           r["perm"], r["pos"], r["tiles"] if single else 0, *((x, r["xq"], r["xd"]) if quant else (0, 0, 0)),
+           np.int32(D), np.int32(E), np.int32(k), np.int32(bool(norm)), shared=smem)
     if single:
-        return
+        return True
     launch(kernel("moe.cu", "moe_sort", "PPPPPiiii", {"BLOCK": MOE_BLOCK}), (E,), (MOE_BLOCK,), stream,
            r["ids"], r["counts"], r["perm"], r["pos"], r["tiles"], np.int32(T * k), np.int32(E), np.int32(r["BM"]),
            np.int32(r["n_tiles"]))
+    return False
 
 
 def _check_k(k, E: int) -> int:
@@ -102,9 +108,8 @@ def moe_route_sort(logits, k: int, norm: bool = True, stream=None) -> dict:
     bufs = dict(ids=Tensor.empty((T, k), I32, "cuda"), wts=Tensor.empty((T, k), F32, "cuda"),
                 counts=Tensor.empty((E,), I32, "cuda"), perm=Tensor.empty((P,), I32, "cuda"),
                 pos=Tensor.empty((P,), I32, "cuda"), tiles=Tensor.empty((n, 3), I32, "cuda"))
-    _route(ptr(logits, "logits"), T, E, k, norm, {**{a: b.data_ptr() for a, b in bufs.items()}, "BM": BM,
-                                                  "n_tiles": n}, stream)
-    single = moe_pair_tiles(P, E)
+    single = _route(ptr(logits, "logits"), T, E, k, norm, {**{a: b.data_ptr() for a, b in bufs.items()}, "BM": BM,
+                                                           "n_tiles": n}, stream)
     return {a: b.to("cpu").numpy() for a, b in bufs.items() if not single or a != "counts"} | {"BM": BM}
 
 # %% ../../notebooks/11d_moe.ipynb #f1d00a18
@@ -276,7 +281,8 @@ def _moe_ffn(x, router, gate_exps, up_exps, down_exps, res, out, stream, workspa
     logits = ws.take(T * E * 4)
     _matmul_into(xp, "F32", ptr(router, "router"), rk, logits, T, E, D, ws, stream)   # takes the "router" pieces
     b = {name: ws.take(n) for name, n in pieces if name not in ("logits", "router")}
-    _route(logits, T, E, k, norm, {**b, "BM": BM, "n_tiles": n_tiles}, stream)
+    routed_q8 = "xq" in b and xp % 16 == 0              # moe_route quantizes x itself at decode (float4 reads)
+    single = _route(logits, T, E, k, norm, {**b, "BM": BM, "n_tiles": n_tiles}, stream, xp if routed_q8 else 0, D)
     moe = lambda name, sig, grid, *args: launch(kernel("moe.cu", name, sig, {"BLOCK": MOE_BLOCK}), grid,  # noqa: E731
                                                 (256,), stream, *args)
     tiles, R = b["tiles"], P + MOE_MAX_BM
@@ -287,9 +293,10 @@ def _moe_ffn(x, router, gate_exps, up_exps, down_exps, res, out, stream, workspa
         _tile_gemm(b["h16"], P, dp, dk, None, tiles, n_tiles, b["ys"], D, F, E, BM, stream)
     else:                                              # the GEMVs: int8 blocks (quantized) or f32 rows (floats)
         acts = {}
-        if "xq" in b:
+        if "xq" in b and not (single and routed_q8):
             moe("moe_gather_q8", "PPPPiii", (math.ceil(P * D / 256),), xp, b["perm"], b["xq"], b["xd"], np.int32(P),
                 np.int32(D), np.int32(k))
+        if "xq" in b:
             acts[True] = (b["xq"], b["xd"])
         if "xs" in b:
             moe("moe_gather_f32", "PPPii", (math.ceil(D / 256), P), xp, b["perm"], b["xs"], np.int32(D), np.int32(k))
