@@ -11,8 +11,10 @@ tffedu's rows: pp512, tg128, tg128@d2048 and tg128 eager (no CUDA graphs) throug
 with --batch also pp2048 (bench with p=2048, n=0) and `batch{B}`: the aggregate decode tokens/s of
 B sequences of 128 random prompt tokens and 128 new tokens each (tffedu.engine.measure_decode, pure
 decode steps). --long: only the long-context rows (issue 35), the model loaded with room for them:
-pp16384, pp32768, tg128@d8192, tg32@d16384, tg32@d32768. OUT.json is rewritten after every row, so
-a run killed by its timeout keeps the rows it finished.
+pp16384, pp32768, tg128@d8192, tg32@d16384, tg32@d32768, then tg32@d16384 and tg32@d32768 over 8-bit
+K/V pages (the model loaded with kv_dtype="Q8_0"), named "... kv q8_0" as the table names llama-bench's
+-ctk q8_0 -ctv q8_0 rows. OUT.json is rewritten after every row, so a run killed by its timeout keeps the rows
+it finished.
 
 OUT_DIR holds tf_{model}.json and tf_{model}_long.json (these rows), lc_{model}*.json (llama-bench
 -o json: pp{p}, tg{n}, tg{n}@d{depth}, and " kv TYPE" after a test of a quantized K/V cache) and
@@ -42,20 +44,25 @@ TESTS = [dict(p=512, n=128, depth=0, reps=REPS), dict(p=0, n=128, depth=2048, re
          dict(p=0, n=128, depth=0, reps=REPS, cuda_graphs=False)]
 LONG_TESTS = [dict(p=16384, n=0, reps=REPS), dict(p=32768, n=0, reps=REPS), dict(p=0, n=128, depth=8192, reps=REPS),
               dict(p=0, n=32, depth=16384, reps=REPS), dict(p=0, n=32, depth=32768, reps=REPS)]
+LONG_KV8_TESTS = [dict(p=0, n=32, depth=16384, reps=REPS), dict(p=0, n=32, depth=32768, reps=REPS)]   # over Q8_0 pages
 LONG_CTX = 32768 + 256                  # the deepest test's context and its new tokens
 BATCH_PROMPT, BATCH_NEW = 128, 128      # llama-batched-bench -npp 128 -ntg 128
 
 
 def tffedu_rows(model, batch_sizes=(), emit=print, long=False):
     """Run the tests on a loaded model; `emit(row)` after each. With batch sizes, also pp2048 and
-    the batch{B} decode sweep, smallest B first; long: LONG_TESTS instead of all of those."""
+    the batch{B} decode sweep, smallest B first; long: LONG_TESTS instead of all of those
+    (LONG_KV8_TESTS over a model with Q8_0 pages)."""
     import numpy as np
     from tffedu import cli, engine
-    tests = LONG_TESTS if long else TESTS + ([dict(p=2048, n=0, reps=REPS)] if batch_sizes else [])
+    kv8 = getattr(model, "kv_dtype", None) == "Q8_0"
+    tests = (LONG_KV8_TESTS if kv8 else LONG_TESTS) if long else TESTS + ([dict(p=2048, n=0, reps=REPS)] if batch_sizes else [])
     for t in tests:
         for r in cli.bench(model, **t):
             if not t.get("cuda_graphs", True):
                 r["test"] += " eager"
+            if kv8:
+                r["test"] += " kv q8_0"
             emit(r)
         gc.collect()              # an Engine's pages are freed with it (runner <-> executor cycles)
     if long:
@@ -105,6 +112,10 @@ def run_tffedu(model_path: str, out: str, batch_sizes=(), long=False) -> None:
         tmp.replace(out)          # whole rows only, even if the run is killed mid-write
 
     tffedu_rows(model, batch_sizes, emit, long)
+    if long:                      # the decode rows again over 8-bit pages (the F16 model's pages freed first)
+        del model
+        gc.collect()
+        tffedu_rows(tffedu.load(model_path, device="cuda", n_ctx=LONG_CTX, kv_dtype="Q8_0"), (), emit, long)
 
 
 def _json_objects(text: str) -> list:

@@ -25,7 +25,8 @@
 #   llama-batched-bench -npp 128 -ntg 128 -npl $NPL (S_TG t/s) against tffedu.engine.measure_decode
 #   (B random 128-token prompts, 128 new tokens each, aggregate decode t/s).
 # LONG_MODELS="" (of MODELS): also the long-context rows (issue 35): pp16384, pp32768, tg128@d8192,
-#   tg32@d16384 and tg32@d32768, tffedu's model loaded afresh with room for 32k tokens.
+#   tg32@d16384 and tg32@d32768, tffedu's model loaded afresh with room for 32k tokens; and the last
+#   two over 8-bit K/V ("tg32@d16384 kv q8_0": llama-bench -ctk q8_0 -ctv q8_0, tffedu kv_dtype="Q8_0").
 # REPS=3 repetitions. DURING_BUILD="command": run it while llama.cpp compiles (e.g. the GPU tests),
 # for at most DURING_BUILD_S=360 s. DEADLINE_S=seconds: no step starts, and none runs, past that
 # many seconds from the start (default: no deadline; each step has its own timeout), so that the
@@ -95,7 +96,10 @@ for m in $MODELS; do
         || echo "llama-bench -d 8192 $m failed or timed out: see lc_$m.log"
     timeout -k 10 "$(cap 200)" "$LB" -m "$f" -ngl 99 -fa 1 -p 0 -n 32 -d 16384,32768 -r "$REPS" -o json > "$RAW/lc_${m}_dlong_32k.json" 2>> "$RAW/lc_$m.log" \
         || echo "llama-bench -d 16384,32768 $m failed or timed out: see lc_$m.log"
-    REPS=$REPS timeout -k 10 "$(cap 300)" \
+    timeout -k 10 "$(cap 240)" "$LB" -m "$f" -ngl 99 -fa 1 -ctk q8_0 -ctv q8_0 -p 0 -n 32 -d 16384,32768 -r "$REPS" -o json \
+        > "$RAW/lc_${m}_dlong_q8.json" 2>> "$RAW/lc_$m.log" \
+        || echo "llama-bench -ctk q8_0 -ctv q8_0 $m failed or timed out: see lc_$m.log"
+    REPS=$REPS timeout -k 10 "$(cap 420)" \
         "$PYTHON" benchmarks/race.py tffedu "$f" "$RAW/tf_${m}_long.json" --long > "$RAW/tf_${m}_long.log" 2>&1 \
         || echo "tffedu $m long rows failed or timed out (rc $?): see tf_${m}_long.log"
     tail -6 "$RAW/tf_${m}_long.log"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tilings chosen where they run: the whole replayed decode step of one sequence, GPU time only.
 
-    python benchmarks/sweep_decode_step.py MODEL.gguf [--gemv] [--direct] [--attn] [--splits] [--json out.json]
+    python benchmarks/sweep_decode_step.py MODEL.gguf [--gemv] [--direct] [--attn] [--splits] [--kv-dtype Q8_0]
+                                           [--json out.json]
 
 A GEMV tiling that wins alone (chapter 11's sweep) need not win in a step, where the kernel before
 it is still draining and programmatic dependent launch overlaps the two. So each candidate is put
@@ -17,7 +18,8 @@ file; DIRECT_GEMV[1] is what a role not overridden takes);
 --splits: long contexts (the model loaded with room for 32k tokens): the most splits a sequence is cut
 into (VARLEN_MAX_SPLITS; 0: splits of VARLEN_SPLIT keys however long) at depths 4k, 16k and 32k,
 then UNROLL and NWARPS at 32k with the best bound;
---depths N ...: the step as it is at each depth N (to compare two versions of the code, run each).
+--depths N ...: the step as it is at each depth N (to compare two versions of the code, run each);
+--kv-dtype: the K/V pages' type (F16, the default, or Q8_0: 8-bit pages).
 """
 import argparse
 import json
@@ -53,6 +55,7 @@ def main():
     ap.add_argument("--attn", action="store_true")
     ap.add_argument("--splits", action="store_true")
     ap.add_argument("--depths", type=int, nargs="*", default=[])
+    ap.add_argument("--kv-dtype", default=None)
     ap.add_argument("--json", type=pathlib.Path)
     a = ap.parse_args()
 
@@ -64,7 +67,7 @@ def main():
     from tffedu.ops.cuda import time_all
 
     longest = max([LONG_DEPTHS[-1] if a.splits else 0, *a.depths])
-    model = tffedu.load(a.model, device="cuda", n_ctx=max(4096, longest + 256))
+    model = tffedu.load(a.model, device="cuda", n_ctx=max(4096, longest + 256), kv_dtype=a.kv_dtype)
     c = model.config
     eng = Engine(model, max_batch=1, prefix_caching=False, token_budget=2049)
     rng = np.random.default_rng(0)
@@ -113,7 +116,7 @@ def main():
               f"({100 * (together / base - 1):+.2f}%)", flush=True)
         over.clear()
 
-    out = dict(model=a.model.name, gemv=[], direct=[], attn=[], splits=[], depths=[])
+    out = dict(model=a.model.name, kv_dtype=model.kv_dtype, gemv=[], direct=[], attn=[], splits=[], depths=[])
     for depth in a.depths:
         t = step_ms(depth)
         out["depths"].append(dict(depth=depth, ms=t))

@@ -106,6 +106,18 @@ __device__ __forceinline__ int8_t quantize_q8_lane(float v, float& d) {
     return (int8_t)(d > 0.f ? __float2int_rn(v / d) : 0);
 }
 
+// One Q8_0 block (chapter 03a: d as f16, then 32 int8 codes; 34 bytes at `blk`, 2-byte aligned) of
+// the 32 values a warp holds, one a lane, as the numpy quantizer makes it (tffedu.quant, gguf-py):
+// d = amax / 127, codes x * (1 / d) rounded halves away from zero. The _rn intrinsics keep nvcc
+// from fusing the multiply and the add into an FMA, which would round once where numpy rounds twice.
+// The 8-bit K/V pages (chapter 12) are written with it.
+__device__ __forceinline__ void store_q8_0_block(float x, unsigned char* blk) {
+    const int lane = threadIdx.x % WARP;
+    const float d = warp_max(fabsf(x)) / 127.f, v = __fmul_rn(x, d != 0.f ? 1.f / d : 0.f);
+    blk[2 + lane] = (unsigned char)(signed char)truncf(__fadd_rn(v, copysignf(0.5f, v)));
+    if (lane == 0) *reinterpret_cast<__half*>(blk) = __float2half_rn(d);
+}
+
 // Block-wide sum with warp shuffles: one partial per warp goes through shared memory.
 // `red` must hold 32 floats. Every thread gets the result. blockDim.x must be a multiple of 32.
 __device__ __forceinline__ float block_sum(float v, float* red) {

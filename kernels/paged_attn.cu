@@ -1,8 +1,9 @@
 // paged_attn.cu: decode attention over a paged KV cache, split over the sequence (chapter 12).
 //
-// KV cache (one layer): K, V f16 [num_pages, page_size, Hkv, D]. Sequence b's token t lives in
-// page page_table[b, t / page_size], slot t % page_size. q: f32 [B, Hq, D], one new token per
-// sequence; out: f32 [B, Hq, D].
+// KV cache (one layer): K, V f16 [num_pages, page_size, Hkv, D], or with KV_Q8 each row of D values
+// as D / 32 Q8_0 blocks (an f16 scale, then 32 int8 codes: 34 bytes; chapter 03a's layout, the CPU
+// cache's too). Sequence b's token t lives in page page_table[b, t / page_size], slot
+// t % page_size. q: f32 [B, Hq, D], one new token per sequence; out: f32 [B, Hq, D].
 //
 // Flash-decoding: a decode step has one query row per head, far too little work for one block per
 // head to fill 132 SMs when the context is long. So the sequence is cut into splits; block
@@ -32,15 +33,36 @@
 #ifndef QUANT
 #define QUANT 0             // 1: out is written as packed int8 activations (see write_out)
 #endif
-#define LPK (HEAD_DIM / 8)  // lanes per key: each lane holds 8 dims = 16 bytes of f16
+#ifndef KV_Q8
+#define KV_Q8 0             // 1: the pages hold Q8_0 blocks (8-bit K/V), not f16
+#endif
+#define LPK (HEAD_DIM / 8)  // lanes per key: each lane holds 8 dims of it (16 bytes of f16, 8 codes of Q8_0)
 #define KPW (32 / LPK)      // keys a warp works on at once ("slots" per warp)
 #define NSLOT (NWARPS * KPW)
 
-__device__ __forceinline__ void h8_to_f8(const uint4& raw, float* f) {
-    const __half2* h = reinterpret_cast<const __half2*>(&raw);
+// A lane's 8 values of one key (or value) as they come from the pages, and their floats: unpack
+// writes the 8 numbers and returns the factor they take (f16: 1; Q8_0: the block's scale d, so a
+// dot product is d * (q . codes) and a value adds p * d * codes).
+#if KV_Q8
+typedef unsigned char kv_t;
+#define ROW_BYTES (HEAD_DIM / 32 * 34)  // one (token, head) row of Q8_0 blocks
+struct Lane8 { uint2 q; __half d; };    // 8 codes and their block's scale
+__device__ __forceinline__ float unpack(const Lane8& x, float* f) {
+    const signed char* c = reinterpret_cast<const signed char*>(&x.q);
+#pragma unroll
+    for (int i = 0; i < 8; i++) f[i] = (float)c[i];
+    return __half2float(x.d);
+}
+#else
+typedef __half kv_t;
+struct Lane8 { uint4 h; };              // 8 halves
+__device__ __forceinline__ float unpack(const Lane8& x, float* f) {
+    const __half2* h = reinterpret_cast<const __half2*>(&x.h);
 #pragma unroll
     for (int i = 0; i < 4; i++) { float2 v = __half22float2(h[i]); f[2 * i] = v.x; f[2 * i + 1] = v.y; }
+    return 1.f;
 }
+#endif
 // Keys per split of a sequence with `keys` keys: split_len, or the least multiple of it that leaves
 // at most S splits (the grid's). From the sequence's own length only, so its splits, and its
 // numbers to the last bit, do not depend on the batch around it.
@@ -130,29 +152,51 @@ __device__ __forceinline__ void key_rows(int (&rows)[UNROLL], int base, int end,
     }
 }
 
-// This lane's 16 bytes of the key and the value at pool row `row`
-__device__ __forceinline__ void load_kv(uint4& k, uint4& v, const __half* Kc, const __half* Vc, int row, int Hkv,
+#if KV_Q8
+// Codes d0 .. d0+7 of a row and their block's scale. A block is 34 bytes, so codes are only 2-byte
+// aligned: four 16-bit loads (the same 32-byte sectors as one 8-byte load would touch).
+__device__ __forceinline__ Lane8 load_q8(const kv_t* row, int d0) {
+    const kv_t* blk = row + d0 / 32 * 34;
+    const unsigned short* c = reinterpret_cast<const unsigned short*>(blk + 2 + d0 % 32);
+    Lane8 x;
+    x.q = make_uint2(c[0] | (unsigned)c[1] << 16, c[2] | (unsigned)c[3] << 16);
+    x.d = *reinterpret_cast<const __half*>(blk);
+    return x;
+}
+#endif
+
+// This lane's 8 values of the key and the value at pool row `row`; zeros for no row (row < 0: past
+// the split's end), which attend_group weighs by 0 (a stale page's NaN would poison acc).
+__device__ __forceinline__ void load_kv(Lane8& k, Lane8& v, const kv_t* Kc, const kv_t* Vc, int row, int Hkv,
                                         int kvh, int d0) {
+    if (row < 0) { k = v = Lane8{}; return; }
+#if KV_Q8
+    const size_t off = ((size_t)row * Hkv + kvh) * ROW_BYTES;
+    k = load_q8(Kc + off, d0);
+    v = load_q8(Vc + off, d0);
+#else
     const size_t off = ((size_t)row * Hkv + kvh) * HEAD_DIM + d0;
-    k = *reinterpret_cast<const uint4*>(Kc + off);
-    v = *reinterpret_cast<const uint4*>(Vc + off);
+    k.h = *reinterpret_cast<const uint4*>(Kc + off);
+    v.h = *reinterpret_cast<const uint4*>(Vc + off);
+#endif
 }
 
 // One group of a slot's UNROLL keys (ok[u]: key u exists): their scores for the GROUP query heads
 // (base 2), the online softmax (one max, one rescale per group), then their values into acc.
-__device__ __forceinline__ void attend_group(const uint4 (&kr)[UNROLL], const uint4 (&vr)[UNROLL],
+__device__ __forceinline__ void attend_group(const Lane8 (&kr)[UNROLL], const Lane8 (&vr)[UNROLL],
                                              const bool (&ok)[UNROLL], const float (&q)[GROUP][8],
                                              float (&acc)[GROUP][8], float (&m)[GROUP], float (&l)[GROUP]) {
     float s[UNROLL][GROUP];                                 // scores, then probabilities
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
         float k[8];
-        h8_to_f8(kr[u], k);
+        const float dk = unpack(kr[u], k);
 #pragma unroll
         for (int gi = 0; gi < GROUP; gi++) {
             float d = 0.f;
 #pragma unroll
             for (int i = 0; i < 8; i++) d = fmaf(q[gi][i], k[i], d);
+            d *= dk;                                        // (a Q8_0 block's scale; f16: 1)
 #pragma unroll
             for (int o = LPK / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
             s[u][gi] = ok[u] ? d : -INFINITY;
@@ -175,11 +219,13 @@ __device__ __forceinline__ void attend_group(const uint4 (&kr)[UNROLL], const ui
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
         float v[8];
-        h8_to_f8(vr[u], v);
+        const float dv = unpack(vr[u], v);
 #pragma unroll
-        for (int gi = 0; gi < GROUP; gi++)
+        for (int gi = 0; gi < GROUP; gi++) {
+            const float p = s[u][gi] * dv;
 #pragma unroll
-            for (int i = 0; i < 8; i++) acc[gi][i] = fmaf(s[u][gi], v[i], acc[gi][i]);
+            for (int i = 0; i < 8; i++) acc[gi][i] = fmaf(p, v[i], acc[gi][i]);
+        }
     }
 }
 
@@ -198,7 +244,7 @@ __device__ __forceinline__ void attend_group(const uint4 (&kr)[UNROLL], const ui
 // Launch bounds: up to GROUP 4, 16 warps an SM (two blocks of 8), so at most 128 registers a thread;
 // a larger group keeps its q and acc in registers at one block an SM instead of spilling.
 extern "C" __global__ void __launch_bounds__(NWARPS * 32, GROUP > 4 || NWARPS >= 16 ? 1 : 16 / NWARPS)
-paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, const __half* __restrict__ Vc,
+paged_attn_decode(const float* __restrict__ Q, const kv_t* __restrict__ Kc, const kv_t* __restrict__ Vc,
                   const int* __restrict__ page_table, int max_pages, int n_pages, const int* __restrict__ seq_lens,
                   int early, float* __restrict__ part_o, float* __restrict__ part_ml,
                   unsigned* __restrict__ counts, float* __restrict__ out, int Hkv, int page_size, int split_len,
@@ -223,13 +269,10 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
     const int base0 = start + warp * KPW;
     int next[UNROLL];                                       // rows of the pool: n_pages * page_size < 2^31
     key_rows(next, base0, end, pt, page_size, max_pages, n_pages);
-    uint4 kr[UNROLL], vr[UNROLL];                           // a group's K/V, 16 bytes of each key
-#pragma unroll
-    for (int u = 0; u < UNROLL; u++) kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+    Lane8 kr[UNROLL], vr[UNROLL];                           // a group's K/V, 8 values of each key
     if (first_early) {
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            if (next[u] >= 0) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
+        for (int u = 0; u < UNROLL; u++) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
     }
     pdl_wait();
 
@@ -263,8 +306,7 @@ paged_attn_decode(const float* __restrict__ Q, const __half* __restrict__ Kc, co
 #pragma unroll
         for (int u = 0; u < UNROLL; u++) {                  // issue every load first
             ok[u] = base + u * NSLOT + lane / LPK < end;
-            kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-            if (next[u] >= 0) load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
+            load_kv(kr[u], vr[u], Kc, Vc, next[u], Hkv, kvh, d0);
         }
         key_rows(next, base + NSLOT * UNROLL, end, pt, page_size, max_pages, n_pages);   // meanwhile
         attend_group(kr, vr, ok, q, acc, m, l);
@@ -344,6 +386,22 @@ extern "C" __global__ void kv_store_f32(const float* __restrict__ k, const float
     kv_store_rows<float>(k, v, Kc, Vc, slots, row, n_slots);
 }
 PDL_READY(kv_store_f32);
+// kv_store_q8: the same rows into 8-bit pages, each row of `row` = Hkv * D values as row / 32 Q8_0
+// blocks (34 bytes each, `store_q8_0_block`): a warp quantizes a block at a time, K's then V's.
+extern "C" __global__ void kv_store_q8(const float* __restrict__ k, const float* __restrict__ v,
+                                       unsigned char* __restrict__ Kc, unsigned char* __restrict__ Vc,
+                                       const int* __restrict__ slots, int row, int n_slots) {
+    pdl_wait();
+    const int tk = blockIdx.x, slot = slots[tk], nb = row / 32;
+    if (slot < 0 || slot >= n_slots) return;
+    for (int j = threadIdx.x / WARP; j < 2 * nb; j += blockDim.x / WARP) {
+        const bool is_k = j < nb;
+        const int jb = is_k ? j : j - nb;
+        store_q8_0_block((is_k ? k : v)[(size_t)tk * row + jb * 32 + threadIdx.x % WARP],
+                         (is_k ? Kc : Vc) + ((size_t)slot * nb + jb) * 34);
+    }
+}
+PDL_READY(kv_store_q8);
 
 // gather_kv: a sequence's first L tokens out of the pages into contiguous f16 [L, Hkv, D]
 // (prefill over a cached prefix: gather, then flash_attn_fwd with Lk = L); a token with no page
@@ -360,3 +418,28 @@ extern "C" __global__ void gather_kv(const __half* __restrict__ Kc, const __half
     }
 }
 PDL_READY(gather_kv);
+
+// kv_dequant_pages: 8-bit pages back to f16 for the prefill kernels, which read f16 pages (chapter 12's
+// flash, its TMA boxes included). Entry i of a step's tables (B * max_pages of them) names a page
+// (-1 or an id outside the pool: none); block i writes that page, as f16, at page i of a pool of
+// B * max_pages pages, and entry i of `tables16` says where (i, or -1): the flash kernels read that
+// pool through tables16, so the pool is the step's size, not the cache's. page_blocks: the Q8_0
+// blocks of one page (page_size * Hkv * D / 32).
+extern "C" __global__ void kv_dequant_pages(const unsigned char* __restrict__ Kq, const unsigned char* __restrict__ Vq,
+                                            const int* __restrict__ tables, __half* __restrict__ K16,
+                                            __half* __restrict__ V16, int* __restrict__ tables16, int page_blocks,
+                                            int n_pages) {
+    pdl_wait();
+    const int i = blockIdx.x, pid = tables[i], lane = threadIdx.x % WARP;
+    const bool some = pid >= 0 && pid < n_pages;
+    if (threadIdx.x == 0) tables16[i] = some ? i : -1;
+    if (!some) return;
+    for (int j = threadIdx.x / WARP; j < 2 * page_blocks; j += blockDim.x / WARP) {
+        const bool is_k = j < page_blocks;
+        const int jb = is_k ? j : j - page_blocks;
+        const unsigned char* src = (is_k ? Kq : Vq) + ((size_t)pid * page_blocks + jb) * 34;
+        const float d = __half2float(*reinterpret_cast<const __half*>(src));
+        (is_k ? K16 : V16)[((size_t)i * page_blocks + jb) * 32 + lane] = __float2half_rn(d * (float)(signed char)src[2 + lane]);
+    }
+}
+PDL_READY(kv_dequant_pages);

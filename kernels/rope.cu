@@ -144,37 +144,51 @@ extern "C" __global__ void qk_norm_rope_nd_f32(const float* __restrict__ x, floa
 }
 PDL_READY(qk_norm_rope_nd_f32);
 
-// The pair's rows; with STORE, also kv_store's job (chapter 12): k's rotated rows and v's rows, as
-// f16, into the cache pages at slots[t] (< 0, a padding row, or past the pages' n_slots: not stored). Rows [nq + nk, nq + 2 nk)
-// are v's, copied. The attention after it then only reads the pages: one kernel fewer per block.
-template <bool STORE>
+// The pair's rows; with STORE, also kv_store's job (chapter 12): k's rotated rows and v's rows into
+// the cache pages at slots[t] (< 0, a padding row, or past the pages' n_slots: not stored), as f16
+// (STORE 1) or as Q8_0 blocks (STORE 2: 8-bit pages, Dh % 32 == 0). Rows [nq + nk, nq + 2 nk) are
+// v's, copied. The attention after it then only reads the pages: one kernel fewer per block.
+enum { NO_STORE = 0, STORE_F16 = 1, STORE_Q8 = 2 };
+template <int STORE>
 __device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const float* __restrict__ k,
                                              float* __restrict__ y, const float* __restrict__ wq,
                                              const float* __restrict__ wk, const int* __restrict__ pos,
                                              int T, int Hq, int Hk, int Dh, int n_dims, float eps,
                                              double lstep, double freq_scale, int neox,
-                                             const float* __restrict__ v, __half* __restrict__ Kc,
-                                             __half* __restrict__ Vc, const int* __restrict__ slots, int n_slots) {
+                                             const float* __restrict__ v, void* __restrict__ Kc,
+                                             void* __restrict__ Vc, const int* __restrict__ slots, int n_slots) {
     __shared__ float row[QKN_WARPS][256];
     pdl_wait();
     const long r = (long)blockIdx.x * QKN_WARPS + threadIdx.x / WARP, nq = (long)T * Hq, nk = (long)T * Hk;
     if (r >= nq + nk * (STORE ? 2 : 1)) return;
     const bool is_q = r < nq;
     const long rr = is_q ? r : r - nq;                   // the row within q or k (or v)
-    __half* kc = nullptr;
+    const int lane = threadIdx.x % WARP;
     if (STORE && !is_q) {
         const long rk = rr < nk ? rr : rr - nk;          // (token, head) of the k or v row
         const int slot = slots[rk / Hk];
-        __half* dst = slot < 0 || slot >= n_slots ? nullptr : (rr < nk ? Kc : Vc) + ((long)slot * Hk + rk % Hk) * Dh;
-        if (rr >= nk) {                                  // a v row: copied as it is
-            if (dst)
-                for (int d = threadIdx.x % WARP; d < Dh; d += WARP) dst[d] = __float2half_rn(v[rk * Dh + d]);
-            return;
+        const bool keep = slot >= 0 && slot < n_slots;
+        const long at = (long)slot * Hk + rk % Hk;       // the row's place in the pages
+        void* pages = rr < nk ? Kc : Vc;
+        const float* src = v + rk * Dh;                  // a v row: copied as it is
+        if (rr < nk) {                                   // a k row: rotated first
+            float* yr = y + r * Dh;
+            norm_rope_row<true>(k + rr * Dh, yr, wk, pos[rr / Hk], row[threadIdx.x / WARP], Dh, n_dims, eps, lstep,
+                                freq_scale, neox, STORE == STORE_F16 && keep ? (__half*)pages + at * Dh : nullptr);
+            if (STORE == STORE_F16) return;
+            __syncwarp();                                // the warp's own writes of yr, visible to all its lanes
+            src = yr;
         }
-        kc = dst;
+        if (!keep) return;
+        if (STORE == STORE_F16)
+            for (int d = lane; d < Dh; d += WARP) ((__half*)pages)[at * Dh + d] = __float2half_rn(src[d]);
+        else
+            for (int j = 0; j < Dh / 32; j++)
+                store_q8_0_block(src[j * 32 + lane], (unsigned char*)pages + (at * (Dh / 32) + j) * 34);
+        return;
     }
     norm_rope_row<true>((is_q ? q : k) + rr * Dh, y + r * Dh, is_q ? wq : wk, pos[rr / (is_q ? Hq : Hk)],
-                        row[threadIdx.x / WARP], Dh, n_dims, eps, lstep, freq_scale, neox, kc);
+                        row[threadIdx.x / WARP], Dh, n_dims, eps, lstep, freq_scale, neox);
 }
 
 extern "C" __global__ void qk_norm_rope_pair_f32(const float* __restrict__ q, const float* __restrict__ k,
@@ -182,8 +196,8 @@ extern "C" __global__ void qk_norm_rope_pair_f32(const float* __restrict__ q, co
                                                  const float* __restrict__ wk, const int* __restrict__ pos,
                                                  int T, int Hq, int Hk, int Dh, int n_dims, float eps,
                                                  double lstep, double freq_scale, int neox) {
-    qk_pair_rows<false>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox,
-                        nullptr, nullptr, nullptr, nullptr, 0);
+    qk_pair_rows<NO_STORE>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox,
+                           nullptr, nullptr, nullptr, nullptr, 0);
 }
 PDL_READY(qk_norm_rope_pair_f32);
 
@@ -195,7 +209,20 @@ extern "C" __global__ void qk_norm_rope_store_f32(const float* __restrict__ q, c
                                                   const float* __restrict__ v, __half* __restrict__ Kc,
                                                   __half* __restrict__ Vc, const int* __restrict__ slots,
                                                   int n_slots) {
-    qk_pair_rows<true>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, v, Kc, Vc, slots,
-                       n_slots);
+    qk_pair_rows<STORE_F16>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, v, Kc, Vc,
+                            slots, n_slots);
 }
 PDL_READY(qk_norm_rope_store_f32);
+
+extern "C" __global__ void qk_norm_rope_store_q8(const float* __restrict__ q, const float* __restrict__ k,
+                                                 float* __restrict__ y, const float* __restrict__ wq,
+                                                 const float* __restrict__ wk, const int* __restrict__ pos,
+                                                 int T, int Hq, int Hk, int Dh, int n_dims, float eps,
+                                                 double lstep, double freq_scale, int neox,
+                                                 const float* __restrict__ v, unsigned char* __restrict__ Kc,
+                                                 unsigned char* __restrict__ Vc, const int* __restrict__ slots,
+                                                 int n_slots) {
+    qk_pair_rows<STORE_Q8>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, v, Kc, Vc,
+                           slots, n_slots);
+}
+PDL_READY(qk_norm_rope_store_q8);

@@ -136,13 +136,14 @@ def test_a_kv_dtype_the_kernels_do_not_read_is_refused(bad, case):
         tffedu.load(path, kv_dtype=bad)
 
 
-def test_q8_0_needs_whole_blocks_and_a_cpu(tmp_path):
+def test_q8_0_needs_whole_blocks(tmp_path):
     path = write_gguf(tiny_qwen3(hidden=64, heads=4, kv_heads=2), tmp_path / "hd16.gguf")   # head_dim 16
     with pytest.raises(KVCacheError, match="head_dim % 32 == 0, got head_dim 16"):
         tffedu.load(path, kv_dtype="Q8_0")
     assert tffedu.load(path, kv_dtype="f16").kv_dtype == "F16"
-    with pytest.raises(KVCacheError, match="kv_dtype on cuda is one of F16"):
-        page_type("cuda", "Q8_0")
+    with pytest.raises(KVCacheError, match="kv_dtype on cuda is one of F16, Q8_0"):
+        page_type("cuda", "F32")
+    assert page_type("cuda", "q8_0").name == "Q8_0"
     with pytest.raises(TffeduError, match="kv_dtype names a block type"):
         page_width(np.zeros((1, 1, 1, 34), np.uint8), "F32")
 

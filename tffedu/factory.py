@@ -165,7 +165,7 @@ BACKENDS: dict[str, Backend] = {
                    parts=(("allocator", "tffedu.memory:CPUAllocator"), ("arena", "tffedu.runtime:cpu_arena"),
                           ("view", "tffedu.runtime:cpu_view"), ("lowering", "tffedu.lowering:CPU_PASSES"))),
     "cuda": Backend("cuda", ("tffedu.ops.cuda", "tffedu.ops.cuda_matmul", "tffedu.ops.cuda_quant",
-                             "tffedu.ops.cuda_moe", "tffedu.ops.cuda_attention"), alignment=256, kv_dtypes=("F16",),
+                             "tffedu.ops.cuda_moe", "tffedu.ops.cuda_attention"), alignment=256, kv_dtypes=("F16", "Q8_0"),
                     parts=(("allocator", "tffedu.memory:CUDAAllocator"), ("arena", "tffedu.runtime:cuda_arena"),
                            ("view", "tffedu.runtime:cuda_view"), ("lowering", "tffedu.lowering:CUDA_PASSES"))),
 }

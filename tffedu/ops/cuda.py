@@ -628,10 +628,10 @@ def qk_norm_rope_pair(q, k, wq, wk, pos, out=None, stream=None, eps: float = 1e-
 
 
 def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, store=None,
-                   name: str = "qk_norm_rope_pair"):
+                   name: str = "qk_norm_rope_pair", store_q8: bool = False):
     """The pair's checks and launch; `store` = (v, k_pages, v_pages, slots) device addresses and the
     pages' slot count, v's rows also (chapter 12's `qk_norm_rope_store`): the kernel stores k and v
-    in the pages too.
+    in the pages too, as f16 or (store_q8) as Q8_0 blocks.
     `name`: the op the errors name."""
     T, Hq, Dh, n, lstep = _rope_args(q, pos, mode, n_dims, theta, name)
     _, Hk, _ = check(k, "k", shape=(T, None, Dh), kinds=("F32",))
@@ -642,7 +642,8 @@ def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, fre
     out = output(out, q, (T * (Hq + Hk) * Dh,), "F32")
     rows = T * (Hq + Hk) + (T * Hk if store else 0)
     if rows:
-        fn, sig = ("qk_norm_rope_store_f32", "PPPPPPiiiiifddiPPPPi") if store else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddi")
+        fn, sig = ((f"qk_norm_rope_store_{'q8' if store_q8 else 'f32'}", "PPPPPPiiiiifddiPPPPi") if store
+                   else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddi"))
         launch(kernel("rope.cu", fn, sig, {"QKN_WARPS": 4}), ((rows + 3) // 4,),
                (128,), stream, ptr(q, "q"), ptr(k, "k"), ptr(out, "out"), ptr(wq, "wq"), ptr(wk, "wk"),
                ptr(pos, "pos"), np.int32(T), np.int32(Hq), np.int32(Hk), np.int32(Dh), np.int32(n),

@@ -24,11 +24,11 @@ from .cuda_gemm import _kernel90a, wgmma_available                       # chapt
 from .cuda_q8_gemm import CU_TENSOR_MAP_FLOAT16, CU_TENSOR_MAP_SWIZZLE_128B, tensor_map  # and TMA maps
 
 # %% auto #0
-__all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'VARLEN_SPLIT', 'VARLEN_MAX_SPLITS', 'flash_attention',
-           'sliding_window', 'flash_head_dim_ok', 'flash_launch', 'attention', 'cast_or_copy', 'choose_splits',
-           'decode_head_dim_ok', 'split_counters', 'paged_attention_decode', 'decode_launch', 'kv_store_raw',
-           'kv_store', 'qk_norm_rope_store', 'prefill_launch', 'paged_attention', 'paged_attention_varlen',
-           'paged_attention_q8']
+__all__ = ['FLASH', 'FLASH_SMALL', 'FLASH_HOPPER', 'V4_KEYS', 'DECODE', 'KV_STORE', 'VARLEN_SPLIT', 'VARLEN_MAX_SPLITS',
+           'flash_attention', 'sliding_window', 'flash_head_dim_ok', 'flash_launch', 'attention', 'cast_or_copy',
+           'choose_splits', 'decode_head_dim_ok', 'split_counters', 'check_pages', 'paged_attention_decode',
+           'decode_launch', 'kv_store_raw', 'kv_store', 'qk_norm_rope_store', 'dequant_pages', 'prefill_launch',
+           'paged_attention', 'paged_attention_varlen', 'paged_attention_q8']
 
 # %% ../../notebooks/12_attention.ipynb #012acba0
 # Default kernel and tile shape, from the H200 sweep (section 6): v3 with the heads-first grid and
@@ -328,20 +328,30 @@ def _decode_workspace(q, k_pages, v_pages, page_tables, seq_lens, **attrs) -> in
     return workspace_bytes(*_decode_pieces(B, Hq, D, S))
 
 # %% ../../notebooks/12_attention.ipynb #14dceff7
+def check_pages(k_pages, v_pages, kv_dtype: str | None = None, kinds=("F16", "Q8_0")) -> tuple:
+    """(P, page_size, Hkv, D) of a layer's K and V pages, of one of `kinds` (8-bit pages: Q8_0, whose
+    blocks of 32 run along each head's D values), and the type `kv_dtype` names if it names one."""
+    shape = check(k_pages, "k_pages", ndim=4, kinds=kinds)
+    check(v_pages, "v_pages", shape=shape, kinds=(kind(k_pages),))
+    if kv_dtype is not None and str(kv_dtype).upper() != kind(k_pages):
+        raise ShapeError(f"kv_dtype {kv_dtype!r} names other pages than these ({kind(k_pages)})")
+    return shape
+
+
 @OPS.register("paged_attention_decode", "cuda")
 @with_workspace(_decode_workspace)
 def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: float | None = None,
                            out=None, stream=None, workspace=None, max_seq_len: int | None = None,
-                           n_splits: int | None = None, config: dict | None = None, window: int = 0):
-    """One new token per sequence: q f32 [B, Hq, D]; k/v_pages f16 [P, page_size, Hkv, D];
+                           n_splits: int | None = None, config: dict | None = None, window: int = 0,
+                           kv_dtype: str | None = None):
+    """One new token per sequence: q f32 [B, Hq, D]; k/v_pages f16 (or Q8_0) [P, page_size, Hkv, D];
     page_tables int32 [B, max_pages]; seq_lens int32 [B] (the new token's K/V already stored)
     -> f32 [B, Hq, D]. The splits are sized for max_seq_len (default: what the page tables can
     hold), never by reading seq_lens back: a sequence shorter than that leaves splits empty, and
     a longer one (max_seq_len too small) lengthens its splits to fit the grid.
     window > 0: the new token sees its sequence's last `window` keys, and the splits cut only those."""
     B, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
-    P, ps, Hkv, Dk = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
-    check(v_pages, "v_pages", shape=(P, ps, Hkv, Dk), kinds=("F16",))
+    P, ps, Hkv, Dk = check_pages(k_pages, v_pages, kv_dtype)
     Bt, max_pages = check(page_tables, "page_tables", ndim=2, kinds=("I32",))
     check(seq_lens, "seq_lens", shape=(B,), kinds=("I32",))
     if Bt != B or Dk != D or Hq % Hkv:
@@ -359,12 +369,13 @@ def paged_attention_decode(q, k_pages, v_pages, page_tables, seq_lens, scale: fl
     part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
     decode_launch(ptr(q, "q"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(page_tables, "page_tables"),
                   ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps, max_pages, P, S, split_len,
-                  part_o, part_ml, scale, stream, config, window=window)
+                  part_o, part_ml, scale, stream, config, window=window, kv=kind(k_pages))
     return out
 
 
 def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, n_pages, S, split_len, part_o, part_ml,
-                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0, early: bool = False) -> None:
+                  scale=None, stream=None, config=None, quant: bool = False, window: int = 0, early: bool = False,
+                  kv: str = "F16") -> None:
     """The launch behind `paged_attention_decode`: a grid of (B, Hkv, S) blocks, where each sequence
     cuts its keys into at most S splits of a whole multiple of split_len (`split_keys` in the kernel),
     and the last split of each (sequence, kv head) to finish merges them (`split_counters`).
@@ -373,11 +384,12 @@ def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, n_pages,
     tables are read before the kernel waits for the one launched ahead of it (PDL), so they must
     not be that kernel's output: in a step they are inputs. `early`: that kernel stored the step's
     keys, at most B of each sequence, at its end; each row's older keys are then read before the
-    wait too (they are an earlier step's)."""
+    wait too (they are an earlier step's). `kv`: the pages' type, F16 or Q8_0 (KV_Q8)."""
     scale, window = 1.0 / math.sqrt(D) if scale is None else float(scale), sliding_window(window)
     if n_pages * ps >= 2 ** 31:
         raise ShapeError(f"paged decode attention: a pool of {n_pages} pages of {ps} rows has 2^31 rows or more")
-    cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv, **({"QUANT": 1} if quant else {})}
+    cfg = {**DECODE, **(config or {}), "HEAD_DIM": D, "GROUP": Hq // Hkv, **({"QUANT": 1} if quant else {}),
+           **({"KV_Q8": 1} if kv == "Q8_0" else {})}
     while cfg["NWARPS"] > 1 and cfg["NWARPS"] * cfg["GROUP"] * (D + 2) * 4 > 48 * 1024:
         cfg["NWARPS"] //= 2                      # the per-warp merge buffers must fit in 48 KB
     fn = kernel("paged_attn.cu", "paged_attn_decode", "PPPPiiPiPPPPiiifi", cfg)
@@ -387,25 +399,28 @@ def decode_launch(qp, kp, vp, tp, lp, op, B, Hq, Hkv, D, ps, max_pages, n_pages,
            np.int32(split_len), np.float32(scale * math.log2(math.e)), np.int32(window))
 
 # %% ../../notebooks/12_attention.ipynb #7967a8a5
+KV_STORE = {"F16": "kv_store", "F32": "kv_store_f32", "Q8_0": "kv_store_q8"}   # the pages' type -> its store
+
+
 def kv_store_raw(k, v, kp: int, vp: int, slots, cache_kind: str, row: int, n_slots: int, stream=None) -> None:
     """Store k, v f32 [T, Hkv, D] at flat slots into caches of n_slots rows at device addresses kp, vp
-    (a slot < 0 or >= n_slots: skipped, so no slot writes outside the pages)."""
+    (a slot < 0 or >= n_slots: skipped, so no slot writes outside the pages); cache_kind: F16, F32 or
+    Q8_0 (rows of row / 32 blocks)."""
     T = k.shape[0]
     if T:
-        name = "kv_store" if cache_kind == "F16" else "kv_store_f32"
+        name = KV_STORE[cache_kind]
         launch(kernel("paged_attn.cu", name, "PPPPPii"), (T,), (256,), stream, ptr(k, "k"), ptr(v, "v"),
                kp, vp, ptr(slots, "slots"), np.int32(row), np.int32(n_slots))
 
 
 @OPS.register("kv_store", "cuda")
-def kv_store(k, v, k_pages, v_pages, slots, stream=None):
-    """Write k, v f32 [T, Hkv, D] into the cache pages (F16 or F32) at flat slots int32 [T]
+def kv_store(k, v, k_pages, v_pages, slots, stream=None, kv_dtype: str | None = None):
+    """Write k, v f32 [T, Hkv, D] into the cache pages (F16, F32 or Q8_0) at flat slots int32 [T]
     (slot = page * page_size + offset; -1 = a padding row, skipped, as is a slot past the pages).
     Returns (k_pages, v_pages)."""
     T, Hkv, D = check(k, "k", ndim=3, kinds=("F32",))
     check(v, "v", shape=(T, Hkv, D), kinds=("F32",))
-    P, ps, H2, D2 = check(k_pages, "k_pages", ndim=4, kinds=("F16", "F32"))
-    check(v_pages, "v_pages", shape=(P, ps, H2, D2), kinds=(kind(k_pages),))
+    P, ps, H2, D2 = check_pages(k_pages, v_pages, kv_dtype, tuple(KV_STORE))
     check(slots, "slots", shape=(T,), kinds=("I32",))
     if (H2, D2) != (Hkv, D):
         raise ShapeError(f"kv_store: k {(T, Hkv, D)} does not fit pages {(P, ps, H2, D2)}")
@@ -416,21 +431,20 @@ def kv_store(k, v, k_pages, v_pages, slots, stream=None):
 @OPS.register("qk_norm_rope_store", "cuda")
 def qk_norm_rope_store(q, k, v, wq, wk, pos, k_pages, v_pages, slots, out=None, stream=None, eps: float = 1e-6,
                        theta: float = 10000.0, mode: str = "neox", n_dims: int | None = None,
-                       freq_scale: float = 1.0):
+                       freq_scale: float = 1.0, kv_dtype: str | None = None):
     """`qk_norm_rope_pair(q, k, wq, wk, pos)` whose launch also does `kv_store` of the rotated k and
-    of v (f32 [T, Hk, Dh]) into the f16 pages at `slots`: one kernel where there were two. Chapter
-    12b's lowering gives it to a decode block, whose attention (`stored=True`) then only reads."""
+    of v (f32 [T, Hk, Dh]) into the f16 (or Q8_0) pages at `slots`: one kernel where there were two.
+    Chapter 12b's lowering gives it to a decode block, whose attention (`stored=True`) then only reads."""
     T, Hk, D = check(k, "k", ndim=3, kinds=("F32",))
     check(v, "v", shape=(T, Hk, D), kinds=("F32",))
-    P, ps, H2, D2 = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
-    check(v_pages, "v_pages", shape=(P, ps, H2, D2), kinds=("F16",))
+    P, ps, H2, D2 = check_pages(k_pages, v_pages, kv_dtype)
     check(slots, "slots", shape=(T,), kinds=("I32",))
     if (H2, D2) != (Hk, D):
         raise ShapeError(f"qk_norm_rope_store: k {(T, Hk, D)} does not fit pages {(P, ps, H2, D2)}")
     return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale,
                           store=(ptr(v, "v"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(slots, "slots"),
                                  np.int32(P * ps)),
-                          name="qk_norm_rope_store")
+                          name="qk_norm_rope_store", store_q8=kind(k_pages) == "Q8_0")
 
 # %% ../../notebooks/12_attention.ipynb #8d8154e0
 def _paged_pieces(T: int, Hq: int, D: int, S: int, Hkv: int) -> list[int]:
@@ -438,8 +452,32 @@ def _paged_pieces(T: int, Hq: int, D: int, S: int, Hkv: int) -> list[int]:
     return [T * Hq * D * 2, S * Hkv * D * 2, S * Hkv * D * 2]
 
 
+def _f16_pool_pieces(k_pages, n_tables: int) -> list[int]:
+    "8-bit pages: the f16 K and V pages a prefill reads them as, and their tables (`dequant_pages`)."
+    _, ps, Hkv, D = k_pages.shape
+    return [n_tables * ps * Hkv * D * 2] * 2 + [n_tables * 4] if kind(k_pages) == "Q8_0" else []
+
+
+def dequant_pages(kp: int, vp: int, tp: int, n_tables: int, k_pages, ws: Workspace,
+                  stream=None) -> tuple[int, int, int, int]:
+    """The pages a prefill reads, as (K, V, tables, pool size): f16 pages as they are; 8-bit pages
+    (Q8_0) as f16 copies of the pages that the n_tables entries at tp name, entry i's at page i of a
+    pool of n_tables pages taken from `ws` (`_f16_pool_pieces`), with tables saying so. The prefill
+    kernels read f16 pages."""
+    P, ps, Hkv, D = k_pages.shape
+    if kind(k_pages) != "Q8_0":
+        return kp, vp, tp, P
+    k16, v16 = ws.take(n_tables * ps * Hkv * D * 2), ws.take(n_tables * ps * Hkv * D * 2)
+    tp16 = ws.take(n_tables * 4)
+    if n_tables:
+        launch(kernel("paged_attn.cu", "kv_dequant_pages", "PPPPPPii"), (n_tables,), (256,), stream, kp, vp, tp,
+               k16, v16, tp16, np.int32(ps * Hkv * D // 32), np.int32(P))
+    return k16, v16, tp16, n_tables
+
+
 def _paged_workspace(q, k_pages, v_pages, page_table, seq_len=0, **attrs) -> int:
-    return workspace_bytes(*_paged_pieces(q.shape[0], q.shape[1], q.shape[2], int(seq_len), k_pages.shape[2]))
+    return workspace_bytes(*_paged_pieces(q.shape[0], q.shape[1], q.shape[2], int(seq_len), k_pages.shape[2]),
+                           *_f16_pool_pieces(k_pages, page_table.shape[0]))
 
 
 def prefill_launch(qp: int, q_kind: str, kp: int, vp: int, tp: int, op: int, T: int, S: int, Hq: int,
@@ -457,22 +495,24 @@ def prefill_launch(qp: int, q_kind: str, kp: int, vp: int, tp: int, op: int, T: 
 @OPS.register("paged_attention", "cuda")
 @with_workspace(_paged_workspace)
 def paged_attention(q, k_pages, v_pages, page_table, seq_len: int, scale: float | None = None,
-                    out=None, stream=None, workspace=None, window: int = 0):
+                    out=None, stream=None, workspace=None, window: int = 0, kv_dtype: str | None = None):
     """Causal GQA attention of q [T, Hq, D] (the last T positions of a sequence) over its paged
-    K/V (seq_len tokens) -> f32 [T, Hq, D]: gather the pages into a contiguous f16 K/V, then flash
-    (window > 0: each query sees its last `window` keys)."""
+    K/V (seq_len tokens; f16 or Q8_0 pages) -> f32 [T, Hq, D]: gather the pages into a contiguous
+    f16 K/V, then flash (window > 0: each query sees its last `window` keys)."""
     T, Hq, D = check(q, "q", ndim=3, kinds=("F32", "F16"))
-    P, ps, Hkv, Dk = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
+    P, ps, Hkv, Dk = check_pages(k_pages, v_pages, kv_dtype)
     (npg,) = check(page_table, "page_table", ndim=1, kinds=("I32",))
     seq_len = int(seq_len)
     if seq_len < T or seq_len > npg * ps or Dk != D:
         raise ShapeError(f"paged_attention: seq_len {seq_len} must be in [T={T}, {npg * ps}] (pages x page_size)")
     out = output(out, q, (T, Hq, D), "F32")
     if T:
-        ws = Workspace(workspace, workspace_bytes(*_paged_pieces(T, Hq, D, seq_len, Hkv)))
-        prefill_launch(ptr(q, "q"), kind(q), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"),
-                       ptr(page_table, "page_table"), ptr(out, "out"), T, seq_len, Hq, Hkv, D, ps, npg, P, ws,
-                       scale, stream, window)
+        ws = Workspace(workspace, workspace_bytes(*_paged_pieces(T, Hq, D, seq_len, Hkv),
+                                                  *_f16_pool_pieces(k_pages, npg)))
+        kp, vp, tp, n_pages = dequant_pages(ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"),
+                                            ptr(page_table, "page_table"), npg, k_pages, ws, stream)
+        prefill_launch(ptr(q, "q"), kind(q), kp, vp, tp, ptr(out, "out"), T, seq_len, Hq, Hkv, D, ps, npg, n_pages,
+                       ws, scale, stream, window)
     return out
 
 # %% ../../notebooks/12_attention.ipynb #9db7d982
@@ -499,16 +539,17 @@ def _varlen_workspace(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, c
                       decode: bool = False, **attrs) -> int:
     N, Hq, D = q.shape
     max_len = page_tables.shape[1] * k_pages.shape[1]
-    return workspace_bytes(*_varlen_pieces(N, Hq, D, k_pages.shape[2], seq_lens.shape[0], max_len, decode))
+    return workspace_bytes(*_varlen_pieces(N, Hq, D, k_pages.shape[2], seq_lens.shape[0], max_len, decode),
+                           *([] if decode else _f16_pool_pieces(k_pages, page_tables.shape[0] * page_tables.shape[1])))
 
 
 @OPS.register("paged_attention_varlen", "cuda")
 @with_workspace(_varlen_workspace)
 def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos,
                            scale: float | None = None, decode: bool = False, out=None, stream=None,
-                           workspace=None, window: int = 0):
+                           workspace=None, window: int = 0, kv_dtype: str | None = None):
     """The CPU op's contract (chapter 09) on the GPU: q f32 [N, Hq, D], k/v f32 [N, Hkv, D] of this
-    step's tokens are stored at `slots` (-1: padding) in the f16 pages, then the rows of sequence
+    step's tokens are stored at `slots` (-1: padding) in the f16 (or Q8_0) pages, then the rows of sequence
     b (cu_seqlens[b]:cu_seqlens[b+1], its last positions) attend causally over its seq_lens[b]
     tokens through page_tables[b] -> f32 [N, Hq, D] (padding rows 0). decode=True: one row per
     sequence, row b is sequence b (N = B). window > 0: each row sees its last `window` keys, and
@@ -516,7 +557,7 @@ def paged_attention_varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_le
     where `flash_head_dim_ok(D)`): the launches depend on the shapes alone, so a whole step can be
     captured in a CUDA graph."""
     return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, decode, False,
-                   out, stream, workspace, window=window)
+                   out, stream, workspace, window=window, kv_dtype=kv_dtype)
 
 
 def _q8_workspace(*inputs, **attrs) -> int:
@@ -527,25 +568,24 @@ def _q8_workspace(*inputs, **attrs) -> int:
 @with_workspace(_q8_workspace)
 def paged_attention_q8(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos,
                        scale: float | None = None, stored: bool = False, out=None, stream=None, workspace=None,
-                       window: int = 0):
+                       window: int = 0, kv_dtype: str | None = None):
     """`paged_attention_varlen(..., decode=True)` with its output written as chapter 11's packed
     int8 activations, I8 [B, K + K/8] for K = Hq * D — what `quantize_q8_act` makes of the f32
     output, bit for bit — by the attention's last kernel. Chapter 12b's lowering gives it to a decode
     step whose o-projection is a GEMV: one quantization kernel fewer per block. D % 32 == 0.
     stored=True: this step's k and v are in the pages already (`qk_norm_rope_store` wrote them)."""
     return _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, True, True,
-                   out, stream, workspace, stored, window)
+                   out, stream, workspace, stored, window, kv_dtype)
 
 # %% ../../notebooks/12_attention.ipynb #c8efff57
 def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens, pos, scale, decode: bool,
-            quant: bool, out, stream, workspace, stored: bool = False, window: int = 0):
+            quant: bool, out, stream, workspace, stored: bool = False, window: int = 0, kv_dtype: str | None = None):
     "paged_attention_varlen, or with `quant` (decode only) paged_attention_q8 (`stored`: K/V already in the pages)."
     window = sliding_window(window)
     N, Hq, D = check(q, "q", ndim=3, kinds=("F32",))
     _, Hkv, _ = check(k, "k", shape=(N, None, D), kinds=("F32",))
     check(v, "v", shape=(N, Hkv, D), kinds=("F32",))
-    P, ps, H2, D2 = check(k_pages, "k_pages", ndim=4, kinds=("F16",))
-    check(v_pages, "v_pages", shape=(P, ps, H2, D2), kinds=("F16",))
+    P, ps, H2, D2 = check_pages(k_pages, v_pages, kv_dtype)
     B, max_pages = check(page_tables, "page_tables", ndim=2, kinds=("I32",))
     check(slots, "slots", shape=(N,), kinds=("I32",))
     check(seq_lens, "seq_lens", shape=(B,), kinds=("I32",))
@@ -562,10 +602,11 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
     if N == 0:
         return out
     max_len = max_pages * ps
-    ws = Workspace(workspace, workspace_bytes(*_varlen_pieces(N, Hq, D, Hkv, B, max_len, decode)))
+    ws = Workspace(workspace, workspace_bytes(*_varlen_pieces(N, Hq, D, Hkv, B, max_len, decode),
+                                              *([] if decode else _f16_pool_pieces(k_pages, B * max_pages))))
     kp, vp, tp = ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(page_tables, "page_tables")
     if not stored:
-        kv_store_raw(k, v, kp, vp, slots, "F16", Hkv * D, P * ps, stream)
+        kv_store_raw(k, v, kp, vp, slots, kind(k_pages), Hkv * D, P * ps, stream)
     if decode:
         S, split_len = _varlen_splits(max_len)
         if window:                                   # a window's keys need no more splits than it holds
@@ -573,8 +614,9 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
         part_o, part_ml = (ws.take(B * Hq * S * D * 4), ws.take(B * Hq * S * 2 * 4)) if S > 1 else (0, 0)
         decode_launch(ptr(q, "q"), kp, vp, tp, ptr(seq_lens, "seq_lens"), ptr(out, "out"), B, Hq, Hkv, D, ps,
                       max_pages, P, S, split_len, part_o, part_ml, scale, stream, quant=quant, window=window,
-                      early=True)                          # the store just wrote this step's keys
+                      early=True, kv=kind(k_pages))        # the store just wrote this step's keys
         return out
+    kp, vp, tp, P = dequant_pages(kp, vp, tp, B * max_pages, k_pages, ws, stream)   # (8-bit pages: as f16)
     _drv().memset_d32_async(ptr(out, "out"), 0, N * Hq * D, stream)   # padding rows stay zero
     if flash_head_dim_ok(D):
         # every sequence in one launch, through its page table: nothing read back, so capturable
@@ -587,13 +629,13 @@ def _varlen(q, k, v, k_pages, v_pages, slots, page_tables, seq_lens, cu_seqlens,
     # other head dims: sequence by sequence, from their lengths read back (never in a captured step)
     cu, lens = _host_ints(cu_seqlens), _host_ints(seq_lens)
     check_cu_seqlens(cu, N)
-    qp, op, row = ptr(q, "q"), ptr(out, "out"), Hq * D * 4
+    qp, op, row, first = ptr(q, "q"), ptr(out, "out"), Hq * D * 4, ws.ptr
     for b in range(B):
         lo, hi, S = int(cu[b]), int(cu[b + 1]), int(lens[b])
         if hi > lo:
             if not hi - lo <= S <= max_len:
                 raise ShapeError(f"paged_attention_varlen: sequence {b} has {hi - lo} rows but seq_len {S}")
-            ws.reset()                                   # every sequence reuses the same scratch
+            ws.ptr = first                               # every sequence reuses the same scratch
             prefill_launch(qp + lo * row, "F32", kp, vp, tp + 4 * b * max_pages, op + lo * row, hi - lo, S,
                            Hq, Hkv, D, ps, max_pages, P, ws, scale, stream, window)
     return out
