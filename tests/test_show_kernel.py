@@ -39,7 +39,7 @@ def test_a_missing_function_is_named():
 
 
 def show_kernel_cells():
-    "(notebook, cell id, source, printed text) of every code cell that only prints kernels."
+    "A param (source, printed text), id notebook-cell, of every code cell that only prints kernels."
     import json
     import pathlib
     for nb in sorted((pathlib.Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
