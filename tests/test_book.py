@@ -69,6 +69,25 @@ def test_plot_cells_have_pictures(stem):
                          "with tools/nbbuild.py (the inline backend), on the GPU machine for gpu cells")
 
 
+# the lines of a cell that only shows kernels (chapter 10's show_kernel)
+SHOW_LINES = ("show_kernel(", " ", "print()", "from tffedu.ops.cuda import show_kernel")
+
+
+@per_notebook("kernels")
+def test_printed_kernels_are_the_shipped_ones(stem, capsys):
+    "A cell that only shows kernels prints the .cu files as they are now: a kernel changed since is re-shown."
+    from tffedu.ops.cuda import show_kernel
+    stale = []
+    for i, c in code_cells(read(NB[stem])):
+        lines = [ln for ln in c.source.splitlines() if ln.strip()]
+        if "show_kernel(" not in c.source or not all(ln.startswith(SHOW_LINES) for ln in lines):
+            continue
+        exec(c.source, {"show_kernel": show_kernel})
+        if capsys.readouterr().out != "".join(o.text for o in c.outputs if o.output_type == "stream"):
+            stale.append(i)
+    assert not stale, f"{stem}: cell(s) {stale} print kernels as they were: re-execute them"
+
+
 @per_notebook("paths")
 def test_no_machine_paths_in_outputs(stem):
     nb = read(NB[stem])

@@ -36,28 +36,3 @@ def test_a_missing_function_is_named():
         kernel_source("rmsnorm.cu", "nope")
     with pytest.raises(DeviceError, match="no kernel source"):
         kernel_source("nope.cu", "rmsnorm_v1")
-
-
-def show_kernel_cells():
-    "A param (source, printed text), id notebook-cell, of every code cell that only prints kernels."
-    import json
-    import pathlib
-    for nb in sorted((pathlib.Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
-        for c in json.loads(nb.read_text())["cells"]:
-            src = "".join(c["source"])
-            calls = [ln for ln in src.splitlines() if ln.strip()]
-            if c["cell_type"] != "code" or "show_kernel(" not in src:
-                continue
-            if not all(ln.startswith(("show_kernel(", " ", "print()", "from tffedu.ops.cuda import show_kernel"))
-                       for ln in calls):
-                continue
-            text = "".join("".join(o["text"]) for o in c["outputs"] if o["output_type"] == "stream")
-            yield pytest.param(src, text, id=f"{nb.stem}-{c.get('id')}")
-
-
-@pytest.mark.parametrize("src,printed", list(show_kernel_cells()))
-def test_the_book_prints_the_kernels_we_ship(src, printed, capsys):
-    "A notebook's printed kernel is the .cu file as it is now: a kernel changed since is re-shown."
-    from tffedu.ops.cuda import show_kernel
-    exec(src, {"show_kernel": show_kernel})
-    assert capsys.readouterr().out == printed, "stale kernel text: re-execute this show_kernel cell"

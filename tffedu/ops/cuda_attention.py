@@ -467,8 +467,7 @@ def dequant_pages(kp: int, vp: int, tp: int, n_tables: int, k_pages, ws: Workspa
     P, ps, Hkv, D = k_pages.shape
     if kind(k_pages) != "Q8_0":
         return kp, vp, tp, P
-    k16, v16 = ws.take(n_tables * ps * Hkv * D * 2), ws.take(n_tables * ps * Hkv * D * 2)
-    tp16 = ws.take(n_tables * 4)
+    k16, v16, tp16 = (ws.take(n) for n in _f16_pool_pieces(k_pages, n_tables))
     if n_tables:
         launch(kernel("paged_attn.cu", "kv_dequant_pages", "PPPPPPii"), (n_tables,), (256,), stream, kp, vp, tp,
                k16, v16, tp16, np.int32(ps * Hkv * D // 32), np.int32(P))
