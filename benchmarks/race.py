@@ -44,7 +44,7 @@ TESTS = [dict(p=512, n=128, depth=0, reps=REPS), dict(p=0, n=128, depth=2048, re
          dict(p=0, n=128, depth=0, reps=REPS, cuda_graphs=False)]
 LONG_TESTS = [dict(p=16384, n=0, reps=REPS), dict(p=32768, n=0, reps=REPS), dict(p=0, n=128, depth=8192, reps=REPS),
               dict(p=0, n=32, depth=16384, reps=REPS), dict(p=0, n=32, depth=32768, reps=REPS)]
-LONG_KV8_TESTS = [dict(p=0, n=32, depth=16384, reps=REPS), dict(p=0, n=32, depth=32768, reps=REPS)]   # over Q8_0 pages
+LONG_KV8_TESTS = [t for t in LONG_TESTS if t.get("depth", 0) >= 16384]   # the long decode rows, over Q8_0 pages
 LONG_CTX = 32768 + 256                  # the deepest test's context and its new tokens
 BATCH_PROMPT, BATCH_NEW = 128, 128      # llama-batched-bench -npp 128 -ntg 128
 
