@@ -6,7 +6,8 @@ following llama.cpp's convert_hf_to_gguf.py: tensor names `blk.N.attn_q.weight` 
 permutation for llama (so the engine must use the adjacent-pairs RoPE; q/k biases permuted too),
 1-D norms and biases kept in F32,
 2-D weights stored as F32/F16/BF16/Q8_0/Q4_0/... (`tffedu.quant.quantize`, the ggml reference
-rounding) or as a llama.cpp file type that mixes them (`Q4_K_M`: `FILE_RECIPES`). For a lossy type
+rounding; random blocks for the types it does not write: `random_blocks_like`) or as a llama.cpp
+file type that mixes them (`Q4_K_M`: `FILE_RECIPES`). For a lossy type
 the HF model's weights are replaced by the dequantized values (gguf-py's own `dequantize`) so HF
 and the GGUF describe the *same* function: tests then compare our logits against HF's.
 
@@ -39,12 +40,20 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'
                  "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
                  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 # llama_ftype values (general.file_type) of the file types written here
-FILE_TYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9,
-             "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "BF16": 32}
+FILE_TYPE = {"F32": 0, "F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10,
+             "Q3_K_M": 12, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "IQ2_XXS": 19, "IQ2_XS": 20,
+             "IQ3_XXS": 23, "IQ1_S": 24, "IQ4_NL": 25, "IQ3_S": 26, "IQ2_S": 28, "IQ4_XS": 30, "BF16": 32,
+             "TQ1_0": 36, "TQ2_0": 37}
 # a K-quant file type: (base type, the type of attn_v / ffn_down in the layers that get more bits
 # and of output.weight) — llama.cpp's llama_tensor_get_type for these types
-FILE_RECIPES = {"Q4_K_M": ("Q4_K", "Q6_K"), "Q5_K_M": ("Q5_K", "Q6_K"), "Q6_K": ("Q6_K", "Q6_K")}
-K_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}   # rows not a multiple of 256
+FILE_RECIPES = {"Q4_K_M": ("Q4_K", "Q6_K"), "Q5_K_M": ("Q5_K", "Q6_K"), "Q6_K": ("Q6_K", "Q6_K"),
+                "Q3_K_M": ("Q3_K", "Q5_K"), "Q2_K": ("Q2_K", "Q3_K"), "IQ4_XS": ("IQ4_XS", "Q5_K")}
+K_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0",   # rows not a multiple of 256
+              "Q2_K": "Q4_0", "Q3_K": "Q4_0", "IQ4_XS": "IQ4_NL"}
+# where the float16 scale(s) sit in a block of the types written as random blocks (ggml-common.h)
+SCALE_FIELDS = {"Q2_K": (80, 82), "Q3_K": (108,), "IQ4_NL": (0,), "IQ4_XS": (0,), "IQ2_XXS": (0,),
+                "IQ2_XS": (0,), "IQ2_S": (0,), "IQ3_XXS": (0,), "IQ3_S": (0,), "IQ1_S": (0,),
+                "TQ1_0": (52,), "TQ2_0": (64,)}
 
 
 def _use_more_bits(i: int, n: int) -> bool:
@@ -331,6 +340,8 @@ def _gguf_tensor(p, data, part, gname, arch, wtype, cfg):
         t = tensor_type(wtype, gname, cfg.num_hidden_layers, data.shape[-1])
         if t in ("F32", "F16"):
             q, raw = data.astype(np.float32 if t == "F32" else np.float16), None
+        elif t in SCALE_FIELDS:
+            q, raw = random_blocks_like(data, t, seed=len(gname)), QT[t]
         else:
             q, raw = quantize(data, t), QT[t]
         p[part].copy_(torch.from_numpy(gguf.quants.dequantize(q, QT[t]).reshape(data.shape).copy()))
@@ -339,6 +350,23 @@ def _gguf_tensor(p, data, part, gname, arch, wtype, cfg):
     elif arch == "llama" and ".attn_k." in gname:
         q = llama_permute(q, cfg.num_attention_heads, cfg.num_key_value_heads)
     return q, raw
+
+
+def random_blocks_like(data: np.ndarray, t: str, seed: int) -> np.ndarray:
+    """Blocks of type `t` for the weights `data` where tffedu has no quantizer (Q2_K, Q3_K, the IQ
+    and TQ formats): random codes under one float16 scale chosen so the values spread as `data`
+    does. The HF model then takes their values, so it stays the file's exact reference."""
+    block_size, type_size = gguf.GGML_QUANT_SIZES[QT[t]]
+    rows, K = data.shape
+    blocks = np.random.default_rng(seed).integers(0, 256, (rows * K // block_size, type_size), dtype=np.uint8)
+
+    def with_scale(d: float) -> np.ndarray:
+        for at in SCALE_FIELDS[t]:
+            blocks[:, at:at + 2] = np.frombuffer(np.float16(d).tobytes(), np.uint8)
+        return blocks.reshape(rows, -1).copy()
+
+    spread = gguf.quants.dequantize(with_scale(1.0), QT[t]).std()     # values are linear in the scale
+    return with_scale(float(data.std()) / float(spread))
 
 
 def read_gguf_weights(model, path) -> dict[str, str]:

@@ -46,6 +46,14 @@ CASES = {
     "qwen3-hidden256-Q6_K": (tiny_qwen3, dict(hidden=256, heads=2, kv_heads=1, head_dim=128, ffn=256,
                                                tied=True), "Q6_K"),
     "qwen3-fallbacks-Q4_K_M": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=32, ffn=256), "Q4_K_M"),
+    # the formats no GPU kernel reads (dequantized for it; on the CPU like every type): Q3_K_M and Q2_K
+    # files mix them with Q4_0 / Q5_K rows, IQ4_XS with IQ4_NL; the codebook formats via gguf-py
+    "qwen3-hidden256-Q3_K_M": (tiny_qwen3, dict(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=320), "Q3_K_M"),
+    "llama-hidden256-Q2_K": (tiny_llama, dict(hidden=256, heads=4, kv_heads=2, ffn=512, tied=False), "Q2_K"),
+    "qwen3-hidden256-IQ4_XS": (tiny_qwen3, dict(hidden=256, heads=4, kv_heads=1, head_dim=64, ffn=288), "IQ4_XS"),
+    "qwen2-gqa4-IQ4_NL": (tiny_qwen2, dict(hidden=64, heads=8, kv_heads=2), "IQ4_NL"),
+    "llama-hidden256-IQ2_XXS": (tiny_llama, dict(hidden=256, heads=4, kv_heads=2, ffn=512), "IQ2_XXS"),
+    "qwen3-hidden256-IQ3_S": (tiny_qwen3, dict(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=512), "IQ3_S"),
     "llama-gqa4-Q4_0": (tiny_llama, dict(hidden=64, heads=4, kv_heads=1, tied=False), "Q4_0"),
     "qwen2-gqa4-Q5_1": (tiny_qwen2, dict(hidden=96, heads=6, kv_heads=2, ffn=160), "Q5_1"),
 }

@@ -4,7 +4,8 @@
 """Quantized block formats of ggml, dequantized and quantized in vectorized numpy (chapter 03).
 
 Every `deq_*` function takes the raw bytes of whole blocks and returns float32, bit for bit what
-ggml (and gguf-py) computes: the same float32 operations in the same order. Every `q_*` function
+ggml (and gguf-py) computes: the same float32 operations in the same order. The codebook, ternary
+and fp4 formats (`BY_GGUF_PY`) are dequantized by gguf-py itself. Every `q_*` function
 takes float32 blocks and returns their bytes as llama.cpp's reference quantizers round them.
 """
 from __future__ import annotations
@@ -17,16 +18,17 @@ from .tensor import DTYPES, DType
 
 
 # every ggml type a GGUF file may hold: chapter 02's DType table, by id and by name (one table,
-# so that any file can be inspected); tffedu dequantizes the ones in DEQUANTIZE below and writes
-# the ones in QUANTIZE
+# so that any file can be inspected); tffedu dequantizes the ones in DEQUANTIZE below (every
+# format of a model file) and writes the ones in QUANTIZE
 GGML_TYPES = {d.ggml_id: d for d in DTYPES.values()}
 GGML_BY_NAME = DTYPES
 
 # %% auto #0
-__all__ = ['GGML_TYPES', 'GGML_BY_NAME', 'DEQUANTIZE', 'QUANTIZE', 'deq_f32', 'deq_f16', 'deq_bf16', 'deq_q8_0', 'deq_q4_0',
-           'deq_q4_1', 'deq_q5_0', 'deq_q5_1', 'deq_q4_k', 'deq_q5_k', 'deq_q6_k', 'block_format', 'dequantize',
-           'dequantize_tensor', 'q_q8_0', 'q_q4_0', 'q_q4_1', 'q_q5_0', 'q_q5_1', 'q_q4_k', 'q_q5_k', 'q_q6_k', 'q_f32',
-           'q_f16', 'q_bf16', 'quantize']
+__all__ = ['GGML_TYPES', 'GGML_BY_NAME', 'IQ4_LEVELS', 'BY_GGUF_PY', 'DEQUANTIZE', 'QUANTIZE', 'deq_f32', 'deq_f16', 'deq_bf16',
+           'deq_q8_0', 'deq_q4_0', 'deq_q4_1', 'deq_q5_0', 'deq_q5_1', 'deq_q4_k', 'deq_q5_k', 'deq_q6_k', 'deq_q2_k',
+           'deq_q3_k', 'deq_iq4_nl', 'deq_iq4_xs', 'deq_by_gguf_py', 'block_format', 'dequantize', 'dequantize_tensor',
+           'q_q8_0', 'q_q4_0', 'q_q4_1', 'q_q5_0', 'q_q5_1', 'q_q4_k', 'q_q5_k', 'q_q6_k', 'q_f32', 'q_f16', 'q_bf16',
+           'quantize']
 
 # %% ../notebooks/03a_quant.ipynb #e1c83cdf
 def _f16(b: np.ndarray) -> np.ndarray:
@@ -125,10 +127,78 @@ def deq_q6_k(blocks):
     q = ((low | (high << 4)).astype(np.int8) - np.int8(32)).astype(np.float32)
     return ((d * sc)[:, :, None] * q.reshape(n, 16, 16)).reshape(n, 256)
 
+# %% ../notebooks/03a_quant.ipynb #9a7e33b4
+def _two_bit(qs):
+    "(n, 64) bytes -> (n, 16, 16) codes 0..3 in element order: byte l of a 32-byte chunk holds l, l+32, l+64, l+96."
+    n = len(qs)
+    q = (qs.reshape(n, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)) & 3
+    return q.reshape(n, 16, 16)                                   # (chunk, shift, l) -> 16 sub-blocks of 16
+
+
+def deq_q2_k(blocks):
+    n = len(blocks)
+    sc = blocks[:, :16]                                           # (n,16): scale | minimum << 4
+    q = _two_bit(blocks[:, 16:80]).astype(np.float32)             # (n,16,16)
+    d, dmin = _f16(blocks[:, 80:82]), _f16(blocks[:, 82:84])      # (n,1) each
+    scale = (d * (sc & 0x0F).astype(np.float32))[:, :, None]      # (n,16,1)
+    minimum = (dmin * (sc >> 4).astype(np.float32))[:, :, None]
+    return (scale * q - minimum).reshape(n, 256)
+
+
+def _q3_k_scales(s):
+    "(n, 12) packed bytes -> (n, 16) sub-scales -32..31: low nibbles in bytes 0..7, high pairs in 8..11."
+    low = np.concatenate([s[:, :8] & 0x0F, s[:, :8] >> 4], axis=-1)             # (n,16)
+    high = (s[:, None, 8:12] >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 4, 1)) & 3
+    return (low | high.reshape(-1, 16) << 4).astype(np.int8) - np.int8(32)
+
+
+def deq_q3_k(blocks):
+    n = len(blocks)
+    hmask = blocks[:, :32].reshape(n, 1, 32)                      # bit b of byte l: element 32 b + l
+    high = ((hmask >> np.arange(8, dtype=np.uint8).reshape(1, 8, 1)) & 1).reshape(n, 16, 16)
+    low = _two_bit(blocks[:, 32:96])                              # (n,16,16)
+    q = (low.astype(np.int8) - ((high ^ 1) << 2).astype(np.int8)).astype(np.float32)   # -4..3
+    d = _f16(blocks[:, 108:110])                                  # (n,1)
+    scale = (d * _q3_k_scales(blocks[:, 96:108]).astype(np.float32))[:, :, None]
+    return (scale * q).reshape(n, 256)
+
+# %% ../notebooks/03a_quant.ipynb #e2b6f1c7
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10,
+                       1, 13, 25, 38, 53, 69, 89, 113], np.int8)  # ggml's kvalues_iq4nl
+
+
+def deq_iq4_nl(blocks):
+    d = _f16(blocks[:, :2])                                       # (n,1)
+    return d * IQ4_LEVELS[_nibbles(blocks[:, 2:])].astype(np.float32)
+
+
+def deq_iq4_xs(blocks):
+    n = len(blocks)
+    d = _f16(blocks[:, :2])                                       # (n,1)
+    high = (blocks[:, 2:4].view(np.uint16) >> np.arange(0, 16, 2, dtype=np.uint16)) & 3    # (n,8)
+    low = np.stack([blocks[:, 4:8] & 0x0F, blocks[:, 4:8] >> 4], axis=-1).reshape(n, 8)
+    sc = (low | high.astype(np.uint8) << 4).astype(np.int8) - np.int8(32)                 # (n,8)
+    q = IQ4_LEVELS[_nibbles(blocks[:, 8:].reshape(n * 8, 16))].reshape(n, 8, 32)
+    return ((d * sc.astype(np.float32))[:, :, None] * q.astype(np.float32)).reshape(n, 256)
+
+# %% ../notebooks/03a_quant.ipynb #0c5b7d82
+BY_GGUF_PY = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0", "MXFP4")
+
+
+def deq_by_gguf_py(name: str):
+    "The dequantizer of format `name` that gguf-py (llama.cpp's Python package) has and this chapter does not teach."
+    def deq(blocks):
+        import gguf                                               # gguf-py: tffedu.gguf is our reader
+        return gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType[name]).astype(np.float32, copy=False)
+    deq.__name__ = deq.__qualname__ = f"deq_{name.lower()}"
+    return deq
+
 # %% ../notebooks/03a_quant.ipynb #7fc48ee9
 DEQUANTIZE = {"F32": deq_f32, "F16": deq_f16, "BF16": deq_bf16, "Q8_0": deq_q8_0,
               "Q4_0": deq_q4_0, "Q4_1": deq_q4_1, "Q5_0": deq_q5_0, "Q5_1": deq_q5_1,
-              "Q4_K": deq_q4_k, "Q5_K": deq_q5_k, "Q6_K": deq_q6_k}
+              "Q4_K": deq_q4_k, "Q5_K": deq_q5_k, "Q6_K": deq_q6_k,
+              "Q2_K": deq_q2_k, "Q3_K": deq_q3_k, "IQ4_NL": deq_iq4_nl, "IQ4_XS": deq_iq4_xs,
+              **{name: deq_by_gguf_py(name) for name in BY_GGUF_PY}}
 
 
 def block_format(t) -> DType:
