@@ -338,6 +338,26 @@ def test_known_pre_tokenizers():
         assert name in PRE_TOKENIZERS
 
 
+# llama.cpp's llama-vocab.cpp: the tokenizer.ggml.pre names it sends down one branch (one pre_type, the
+# same flags) with the names we implement
+LLAMA_CPP_GROUPS = {
+    "llama-bpe": ["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                  "jina-v5-nano"],
+    "qwen2": ["qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2"],
+    "gpt-2": ["gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
+              "mellum", "modern-bert"],
+}
+
+
+@pytest.mark.parametrize("base", list(LLAMA_CPP_GROUPS))
+def test_llama_cpp_names_for_the_same_pre_tokenizer(base):
+    "A DeepSeek-R1 Qwen distill ('deepseek-r1-qwen') splits text as Qwen2 does, and so on."
+    text = "DeepSeek-R1 2025: x=12345;\n\n  héllo wörld's 'LL ok"
+    for name in LLAMA_CPP_GROUPS[base]:
+        assert PRE_TOKENIZERS[name].split(text) == PRE_TOKENIZERS[base].split(text), name
+        assert PRE_TOKENIZERS[name].ignore_merges == PRE_TOKENIZERS[base].ignore_merges
+
+
 def test_missing_pre_warns_and_uses_default():
     with pytest.warns(UserWarning, match="default"):
         tok = Tokenizer(list(bytes_to_unicode().values()), None, [], pre=None)

@@ -114,8 +114,14 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {p.name: p for p in [
     PreTokenizer("qwen2", (_QWEN2,)),
     PreTokenizer("smollm", (r"\p{N}", _GPT2)),
 ]}
-for _alias, _name in {"gpt2": "gpt-2", "llama3": "llama-bpe", "llama-v3": "llama-bpe"}.items():
-    PRE_TOKENIZERS[_alias] = PRE_TOKENIZERS[_name]
+# other names files carry for the same pre-tokenizer (llama-vocab.cpp gives each group one branch:
+# DeepSeek-R1's Qwen distills are "deepseek-r1-qwen", Falcon 3 is "falcon3", ...)
+_ALIASES = {"gpt-2": ("gpt2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+                      "a.x-4.0", "mellum", "modern-bert"),
+            "llama-bpe": ("llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                          "jina-v5-nano"),
+            "qwen2": ("deepseek-r1-qwen", "kormo", "f2llmv2")}
+PRE_TOKENIZERS |= {alias: PRE_TOKENIZERS[name] for name, aliases in _ALIASES.items() for alias in aliases}
 
 
 def get_pre_tokenizer(name: str | None) -> PreTokenizer:
@@ -125,8 +131,9 @@ def get_pre_tokenizer(name: str | None) -> PreTokenizer:
                       "like llama.cpp does; ids may differ from the model's own tokenizer")
         return _DEFAULT
     if name not in PRE_TOKENIZERS:
-        raise TokenizerError(f"unknown pre-tokenizer tokenizer.ggml.pre={name!r}; tffedu knows "
-                             f"{sorted(PRE_TOKENIZERS)}")
+        known = sorted({p.name for p in PRE_TOKENIZERS.values()})
+        raise TokenizerError(f"unknown pre-tokenizer tokenizer.ggml.pre={name!r}; tffedu knows {known} "
+                             f"and {len(PRE_TOKENIZERS) - len(known)} other names llama.cpp gives them")
     return PRE_TOKENIZERS[name]
 
 # %% ../notebooks/04_tokenizer.ipynb #69dcd442
