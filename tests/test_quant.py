@@ -99,6 +99,15 @@ def test_every_format_gguf_py_reads_is_one_we_read():
             assert same_bits(dequantize(raw, qtype, (2, 3, 512)), ref)
 
 
+def test_a_gguf_py_without_the_format_is_named(monkeypatch):
+    "An older gguf-py than the file's format: a GGUFError that says so, not its NotImplementedError."
+    def older(data, qtype):
+        raise NotImplementedError(f"Dequantization for {qtype.name} is not yet implemented")
+    monkeypatch.setattr(gguf.quants, "dequantize", older)
+    with pytest.raises(GGUFError, match="gguf-py cannot dequantize IQ2_XXS"):
+        dequantize(np.zeros(66, np.uint8), "IQ2_XXS")
+
+
 LEGACY = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"]
 K_QUANTS = ["Q4_K", "Q5_K", "Q6_K"]
 

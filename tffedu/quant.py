@@ -189,7 +189,11 @@ def deq_by_gguf_py(name: str):
     "The dequantizer of format `name` that gguf-py (llama.cpp's Python package) has and this chapter does not teach."
     def deq(blocks):
         import gguf                                               # gguf-py: tffedu.gguf is our reader
-        return gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType[name]).astype(np.float32, copy=False)
+        try:
+            return gguf.quants.dequantize(blocks, gguf.GGMLQuantizationType[name]).astype(np.float32, copy=False)
+        except (KeyError, NotImplementedError):                   # an older gguf-py than the format
+            raise GGUFError(f"the installed gguf-py cannot dequantize {name}: upgrade it "
+                            f"(pip install -U gguf)") from None
     deq.__name__ = deq.__qualname__ = f"deq_{name.lower()}"
     return deq
 
