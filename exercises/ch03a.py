@@ -4,7 +4,7 @@ Write each function, then check it: python -m tffedu.exercises ch03a
 (the reference answers are in solutions/ch03a.py: look once you have tried)
 """
 import numpy as np
-__all__ = ['dequantize_q8_0', 'quantize_q8_0', 'dequantize_q4_0']
+__all__ = ['dequantize_q8_0', 'quantize_q8_0', 'dequantize_q4_0', 'dequantize_iq4_nl']
 
 
 def dequantize_q8_0(raw):
@@ -25,3 +25,12 @@ def dequantize_q4_0(raw):
     float32: x = d * (nibble - 8). Byte j holds element j in its low nibble and element j + 16 in
     its high nibble."""
     raise NotImplementedError("ch03a: dequantize_q4_0 is yours to write")
+
+
+IQ4_LEVELS = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]   # ggml's kvalues_iq4nl
+
+
+def dequantize_iq4_nl(raw):
+    """Exercise 03a.4 (medium): IQ4_NL blocks (18 bytes, laid out as Q4_0's) to float32, but a nibble
+    q picks a level: x = d * IQ4_LEVELS[q] (Q4_0's levels would be q - 8, evenly spaced)."""
+    raise NotImplementedError("ch03a: dequantize_iq4_nl is yours to write")

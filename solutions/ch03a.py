@@ -1,7 +1,7 @@
 """Chapter 03a (quantized blocks): reference solutions."""
 import numpy as np
 
-__all__ = ["dequantize_q8_0", "quantize_q8_0", "dequantize_q4_0"]
+__all__ = ["dequantize_q8_0", "quantize_q8_0", "dequantize_q4_0", "dequantize_iq4_nl"]
 
 
 def dequantize_q8_0(raw):
@@ -36,4 +36,17 @@ def dequantize_q4_0(raw):
     d = b[:, :2].copy().view(np.float16).astype(np.float32)
     qs = b[:, 2:]
     q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - 8
+    return (d * q).reshape(-1)
+
+
+IQ4_LEVELS = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]   # ggml's kvalues_iq4nl
+
+
+def dequantize_iq4_nl(raw):
+    """Exercise 03a.4 (medium): IQ4_NL blocks (18 bytes, laid out as Q4_0's) to float32, but a nibble
+    q picks a level: x = d * IQ4_LEVELS[q] (Q4_0's levels would be q - 8, evenly spaced)."""
+    b = np.frombuffer(bytes(raw), np.uint8).reshape(-1, 18)
+    d = b[:, :2].copy().view(np.float16).astype(np.float32)
+    qs = b[:, 2:]
+    q = np.asarray(IQ4_LEVELS, np.float32)[np.concatenate([qs & 0x0F, qs >> 4], axis=1)]
     return (d * q).reshape(-1)

@@ -1,4 +1,4 @@
-"""Chapter 03a exercises: Q8_0 and Q4_0 blocks. Reference: gguf-py's quants (llama.cpp's)."""
+"""Chapter 03a exercises: Q8_0, Q4_0 and IQ4_NL blocks. Reference: gguf-py's quants (llama.cpp's)."""
 import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -31,6 +31,14 @@ def test_ch03a_3_dequantize_q4_0(impl):
     np.testing.assert_array_equal(np.asarray(impl.dequantize_q4_0(raw)).reshape(-1), ref)
 
 
+def test_ch03a_4_dequantize_iq4_nl(impl):
+    rng = np.random.default_rng(4)
+    raw = rng.integers(0, 256, (64, 18), dtype=np.uint8)               # every code, random
+    raw[:, :2] = rng.uniform(-0.1, 0.1, (64, 1)).astype(np.float16).view(np.uint8)
+    ref = gguf.quants.dequantize(raw, QT.IQ4_NL).reshape(-1)
+    np.testing.assert_array_equal(np.asarray(impl.dequantize_iq4_nl(raw.reshape(-1))).reshape(-1), ref)
+
+
 def _banker(x):                              # np.round rounds halves to even: ggml does not
     x = np.asarray(x, np.float32).reshape(-1, 32)
     d = np.abs(x).max(axis=1, keepdims=True) / 127
@@ -53,4 +61,9 @@ WRONG = {"test_ch03a_1_dequantize_q8_0": {"unsigned-q": {"dequantize_q8_0": lamb
              np.frombuffer(bytes(raw), np.uint8).reshape(-1, 34)[:, :2].copy().view(np.float16).astype(np.float32)
              * np.frombuffer(bytes(raw), np.uint8).reshape(-1, 34)[:, 2:]).reshape(-1)}},
          "test_ch03a_2_quantize_q8_0": {"round-half-even": {"quantize_q8_0": _banker}},
-         "test_ch03a_3_dequantize_q4_0": {"interleaved-nibbles": {"dequantize_q4_0": _interleaved}}}
+         "test_ch03a_3_dequantize_q4_0": {"interleaved-nibbles": {"dequantize_q4_0": _interleaved}},
+         "test_ch03a_4_dequantize_iq4_nl": {"q4_0-levels": {"dequantize_iq4_nl": lambda raw: (
+             np.frombuffer(bytes(raw), np.uint8).reshape(-1, 18)[:, :2].copy().view(np.float16).astype(np.float32)
+             * (np.concatenate([np.frombuffer(bytes(raw), np.uint8).reshape(-1, 18)[:, 2:] & 0x0F,
+                                np.frombuffer(bytes(raw), np.uint8).reshape(-1, 18)[:, 2:] >> 4], axis=1)
+                .astype(np.float32) - 8)).reshape(-1)}}}
