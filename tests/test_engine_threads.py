@@ -120,7 +120,7 @@ BAD = [dict(prompt=None), dict(prompt=123), dict(prompt=["a"]), dict(prompt=[2 *
        dict(prompt=[1, 2], stop=5), dict(prompt=[1, 2], stop=[""]), dict(prompt=[1, 2], max_new_tokens="3"),
        dict(prompt=[1, 2], max_new_tokens=-1), dict(prompt=[1, 2], top_k=1.5), dict(prompt=[1, 2], seed="x"),
        dict(prompt=[1, 2], temperature=float("nan")), dict(prompt=[1, 2], top_p=2.0),
-       dict(prompt=[1, 2], repetition_penalty=0.0)]
+       dict(prompt=[1, 2], repetition_penalty=0.0), dict(prompt=[1, 2], max_tokens=3)]
 
 
 @pytest.mark.parametrize("kw", BAD, ids=[repr(k)[:60] for k in BAD])
@@ -132,6 +132,37 @@ def test_bad_arguments_are_tffedu_errors(model, kw):
         with pytest.raises(TffeduError):
             call()
     eng = engine_of(model)
+    assert not eng.busy and eng.cache.n_free_pages == eng.cache.num_pages
+
+
+def test_numpy_integers_do_not_wrap_around(model, monkeypatch):
+    """numpy integers wrap around where Python's do not: 2**63 - 1 new tokens is more than the context
+    (not 2 + 2**63 - 1 < 0, a request that passes the check), and 2**59 pages of 32 tokens more than a
+    cache may hold (not 2**64 = 0 tokens, then a cache of 2**59 pages)."""
+    from tffedu.engine import Engine
+    from tffedu.errors import ContextOverflowError, EngineError
+    eng = engine_of(model)
+    for call in (lambda: eng.check([1, 2], np.int64(2**63 - 1)),
+                 lambda: eng.cancel(eng.add([1, 2], max_new_tokens=np.int64(2**63 - 1)))):
+        with pytest.raises(ContextOverflowError):
+            call()
+    assert not eng.busy
+    monkeypatch.setattr(tffedu.engine, "KVCache", lambda *a, **kw: pytest.fail(f"a cache of {a[3]} pages"))
+    for pages, size in ((np.uint64(2**63), 32), (np.int64(2**59), np.int64(32))):
+        with pytest.raises(EngineError, match="more than"):
+            Engine(model, num_pages=pages, page_size=size)
+
+
+def test_engine_add_takes_a_stop_string_whole(model):
+    "Engine.add(stops='ab'): one stop string, as generate(stop='ab') takes it, not 'a' and 'b'."
+    from tffedu.errors import SamplingError
+    eng = engine_of(model)
+    req = eng.add([1, 2], max_new_tokens=2, stops="ab")
+    eng.cancel(req)
+    assert req.stops == ["ab"]
+    for bad in ([""], 5, [None]):
+        with pytest.raises(SamplingError, match="stop"):
+            eng.add([1, 2], max_new_tokens=2, stops=bad)
     assert not eng.busy and eng.cache.n_free_pages == eng.cache.num_pages
 
 

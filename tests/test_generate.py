@@ -128,6 +128,17 @@ def test_bad_parameters_are_named(pair, kw, msg):
         m.generate([1, 2], **kw)
 
 
+def test_numpy_max_new_tokens_does_not_wrap_around(pair):
+    """np.int64(2**63 - 1) new tokens is more than the context, refused before any work (the sum
+    with the prompt's length, in int64, is negative). The engine's check: test_engine_threads.py."""
+    from tffedu.errors import ContextOverflowError
+    _, m, _ = pair
+    if hasattr(m, "generate_batch"):
+        pytest.skip("the engine: tested with its check, which fails fast")
+    with pytest.raises(ContextOverflowError, match="max_new_tokens"):
+        m.generate([1, 2], max_new_tokens=np.int64(2**63 - 1), callback=lambda t: pytest.fail("a token"))
+
+
 @pytest.mark.parametrize("loader", list(LOADERS))
 def test_weights_only_file_takes_ids_not_text(tmp_path, loader):
     from tffedu.errors import ModelError

@@ -96,6 +96,15 @@ def test_a_cache_path_through_a_file_or_a_symlink_loop(tmp_path, monkeypatch, ki
         assets.default_model_path(quiet=True)
 
 
+@pytest.mark.parametrize("path", [5, 2.5, ["m.gguf"], object(), None])
+def test_a_path_that_is_not_a_path_is_named(path):
+    "load(5) is not file descriptor 5, nor a TypeError: a GGUFError that says what a path is."
+    from tffedu.modelfile import detect_format
+    for call in (tffedu.load_tokenizer, GGUFFile, detect_format) + ((tffedu.load,) if path is not None else ()):
+        with pytest.raises(GGUFError, match="path is a str or os.PathLike, got " + type(path).__name__):
+            call(path)
+
+
 # --- the tokenizer: token ids are integers ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):

@@ -171,3 +171,18 @@ def test_masked_tokens_never_drawn():
     p = SamplingParams(temperature=2.0, seed=0)
     g = p.make_rng()
     assert set(sample(np.tile(x, (500, 1)), p, [g] * 500).tolist()) <= {3, 17}
+
+
+@pytest.mark.parametrize("x, ctx, pen, safe", [
+    ([1.0, 2.0, -1.0, 0.5], [0, 1, 2], 5e-324, 1e-300),   # 1 / 5e-324 and 2 / 5e-324 are +inf
+    ([-3.0, -2.0, -5.0], [0, 1, 2], 1e308, 1e300),        # -2 * 1e308 is -inf: every token is
+])
+def test_a_penalty_that_overflows_takes_its_limit(x, ctx, pen, safe):
+    """A penalty so extreme that float64 overflows draws what a slightly milder one, which does not
+    overflow, draws with probability 1: the likeliest of the repeated tokens (here token 1 both times),
+    not the last finite token nor an IndexError."""
+    assert np.isfinite(apply_repetition_penalty(x, ctx, safe)).all()
+    for t in (0.0, 1.0, 1e-3):
+        draws = [[sample(np.array(x), SamplingParams(temperature=t, repetition_penalty=r), g, context=ctx)
+                  for g in [np.random.default_rng(0)] for _ in range(20)] for r in (safe, pen)]
+        assert draws[0] == draws[1] == [1] * 20, (t, draws)

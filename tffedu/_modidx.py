@@ -178,6 +178,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'tffedu.gguf._read_value': ('gguf.html#_read_value', 'tffedu/gguf.py'),
                              'tffedu.gguf._value_type': ('gguf.html#_value_type', 'tffedu/gguf.py'),
                              'tffedu.gguf.check_unchanged': ('gguf.html#check_unchanged', 'tffedu/gguf.py'),
+                             'tffedu.gguf.checked_path': ('gguf.html#checked_path', 'tffedu/gguf.py'),
                              'tffedu.gguf.map_file': ('gguf.html#map_file', 'tffedu/gguf.py'),
                              'tffedu.gguf.open_regular': ('gguf.html#open_regular', 'tffedu/gguf.py'),
                              'tffedu.gguf.read_json': ('gguf.html#read_json', 'tffedu/gguf.py'),

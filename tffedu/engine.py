@@ -385,7 +385,8 @@ class Engine:
         if num_pages is not None and kv_memory is not None:
             raise EngineError("Engine: give num_pages or kv_memory (the pages from a share of the memory), not both")
         self.model = model
-        num_pages = num_pages or kv_pages(model, page_size, kv_memory)
+        page_size = int(page_size)                 # numpy integers wrap around: 2**59 x 32 pages is 0
+        num_pages = int(num_pages or kv_pages(model, page_size, kv_memory))
         max_batch, token_budget = max_batch or MAX_BATCH, token_budget or TOKEN_BUDGET[model.device]
         if num_pages * page_size > MAX_CACHE_TOKENS:
             raise EngineError(f"Engine: {num_pages} pages of {page_size} tokens is more than the "
@@ -420,7 +421,7 @@ class Engine:
 @patch
 def check(self: Engine, prompt: list[int], max_new_tokens: int) -> None:
     "Raise, before any work, if this request could never run."
-    n = len(prompt) + max_new_tokens
+    n = len(prompt) + int(max_new_tokens)          # int: a numpy integer would wrap around
     if n > self.model.n_ctx:
         raise ContextOverflowError(f"the prompt ({len(prompt)} tokens) plus max_new_tokens "
                                    f"({max_new_tokens}) is {n} tokens, more than the context "
@@ -443,6 +444,7 @@ def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
         raise SamplingError(f"params must be SamplingParams, got {type(params).__name__}")
     prompt = token_ids(prompt, self.model.config.vocab_size)
     _check_max_new(max_new_tokens, minimum=1)
+    stops = _stop_list(stops)                        # a str is one stop string, not its letters
     if top_logprobs is not None and (isinstance(top_logprobs, (bool, np.bool_)) or not isinstance(
             top_logprobs, (int, np.integer)) or not 0 <= top_logprobs <= MAX_TOP_LOGPROBS):
         raise SamplingError(f"top_logprobs must be None or an integer in [0, {MAX_TOP_LOGPROBS}], "
@@ -450,7 +452,7 @@ def add(self: Engine, prompt: list[int], params: SamplingParams | None = None,
     self.check(prompt, max_new_tokens)
     drafter = self.drafter(speculative)
     with self.lock:
-        req = Request(self._next_sid, prompt, len(prompt), params, int(max_new_tokens), list(stops),
+        req = Request(self._next_sid, prompt, len(prompt), params, int(max_new_tokens), stops,
                       ignore_eos, rng=params.make_rng(), t_add=time.perf_counter(),
                       top_logprobs=None if top_logprobs is None else int(top_logprobs),
                       drafter=drafter, k=drafter.k if drafter else 0)
@@ -790,7 +792,10 @@ def measure_decode(model, prompts, batch_size: int, new_tokens: int = 16) -> flo
     return (eng.stats["decode_tokens"] - n0) / (time.perf_counter() - t0)
 
 
-def _sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0, seed=None):
+def _sampling(temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0, seed=None, **unknown):
+    if unknown:                                      # a typo (max_tokens=...) is named, not a TypeError
+        raise SamplingError(f"unknown argument {next(iter(unknown))!r}: the sampling arguments are "
+                            "temperature, top_k, top_p, min_p, repetition_penalty and seed")
     return SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
                           repetition_penalty=repetition_penalty, seed=seed)
 
@@ -879,7 +884,7 @@ class Model(_model.Model):
     def generate(self, prompt, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
                  seed: int | None = None, stop=None, ignore_eos: bool = False,
-                 speculative=None) -> Generation:
+                 speculative=None, **unknown) -> Generation:
         """Continue `prompt` (str or token ids) by up to `max_new_tokens` tokens: a batch of one.
         temperature 0 is greedy; otherwise softmax(logits / temperature) filtered by top_k (0 =
         off), top_p (1 = off), min_p (0 = off), drawn from a numpy Generator seeded with `seed`.
@@ -889,7 +894,7 @@ class Model(_model.Model):
         same tokens greedily, the same distribution sampled, faster where drafts are accepted."""
         return generate_batch(self, [prompt], max_new_tokens, stop, ignore_eos, speculative, temperature=temperature,
                               top_k=top_k, top_p=top_p, min_p=min_p,
-                              repetition_penalty=repetition_penalty, seed=seed)[0]
+                              repetition_penalty=repetition_penalty, seed=seed, **unknown)[0]   # unknown: named
 
     generate_batch = generate_batch
     stream = stream

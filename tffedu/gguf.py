@@ -25,7 +25,8 @@ from .tensor import DTYPES
 
 # %% auto #0
 __all__ = ['GGUF_MAGIC', 'GGUF_DEFAULT_ALIGNMENT', 'GGML_MAX_DIMS', 'MAX_ARRAY_DEPTH', 'MAX_METADATA_VALUES', 'ValueType',
-           'TensorInfo', 'open_regular', 'read_text', 'read_json', 'map_file', 'check_unchanged', 'GGUFFile']
+           'TensorInfo', 'checked_path', 'open_regular', 'read_text', 'read_json', 'map_file', 'check_unchanged',
+           'GGUFFile']
 
 # %% ../notebooks/03_gguf.ipynb #872fec63
 GGUF_MAGIC = b"GGUF"
@@ -228,10 +229,17 @@ def _check_tensor(path, name, ne, ggml_type, rel, info_at, data_start, alignment
     return TensorInfo(name, tuple(reversed(ne)), ggml_type, data_start + rel, nbytes, info_at)
 
 # %% ../notebooks/03_gguf.ipynb #8a4ddaed
+def checked_path(path, error=GGUFError):
+    "os.fspath(path), or `error` naming what was given instead of a path (an int is no file descriptor here)."
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise error(f"a model file's path is a str or os.PathLike, got {type(path).__name__} {path!r:.60}")
+    return os.fspath(path)
+
+
 def open_regular(path, error=GGUFError):
     """`path` opened for binary reading, or `error` unless it is a regular file: a FIFO would
     block the open forever, a device never end. Opened non-blocking, then checked."""
-    path = os.fspath(path)
+    path = checked_path(path, error)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except (OSError, ValueError) as e:   # ValueError: a NUL byte in the path
@@ -302,7 +310,7 @@ class GGUFFile:
     `tensor(name)`: a zero-copy tffedu Tensor; `raw(name)`: the bytes as a uint8 numpy view."""
 
     def __init__(self, path):
-        self.path = os.fspath(path)
+        self.path = checked_path(path)
         self._mm, self._stamp = map_file(self.path, 24, "a GGUF header")
         try:
             self._parse(_Cursor(self._mm, self.path))

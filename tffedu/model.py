@@ -259,6 +259,7 @@ def generate(self: ContiguousModel, prompt, max_new_tokens: int = 64, pick=None,
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) \
             or max_new_tokens < 0:
         raise SamplingError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    max_new_tokens = int(max_new_tokens)           # a numpy integer would wrap around in the sum below
     stops = _stop_list(stop)
     ids = self.encode(prompt)
     if len(ids) + max_new_tokens > self.n_ctx:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .config import check_tensors, config_from_gguf
 from .errors import GGUFError
-from .gguf import GGUF_MAGIC, GGUFFile, ValueType, open_regular
+from .gguf import GGUF_MAGIC, GGUFFile, ValueType, checked_path, open_regular
 from .quant import dequantize_tensor
 from .safetensors import HFModel, inspect_hf, natural_order
 
@@ -25,7 +25,7 @@ __all__ = ['detect_format', 'GGUFModel', 'open_model', 'inspect_model']
 # %% ../notebooks/03d_modelfile.ipynb #e9237ffe
 def detect_format(path) -> str:
     "'gguf', 'safetensors' or 'hf' (a folder with config.json), from content, not the file name."
-    path = os.fspath(path)
+    path = checked_path(path)
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "config.json")):
             return "hf"

@@ -80,7 +80,8 @@ def apply_repetition_penalty(logits: np.ndarray, context, penalty: float) -> np.
     ids = np.unique(np.asarray(context, dtype=np.int64))
     ids = ids[ids < out.shape[-1]]  # ids beyond the output vocabulary cannot be generated (as HF)
     x = out[ids]
-    out[ids] = np.where(x < 0, x * penalty, x / penalty)
+    with np.errstate(over="ignore"):             # an extreme penalty: +-inf, its limit (process_logits)
+        out[ids] = np.where(x < 0, x * penalty, x / penalty)
     return out
 
 
@@ -116,6 +117,12 @@ def min_p_mask(logits: np.ndarray, min_p: float) -> np.ndarray:
 def process_logits(logits: np.ndarray, params: SamplingParams, context=None) -> np.ndarray:
     "One row [V] -> float64 logits after penalty, temperature, top-k, top-p, min-p (-inf = removed)."
     x = apply_repetition_penalty(logits, context, params.repetition_penalty)
+    up = np.isposinf(x)
+    if up.any() or (np.isneginf(x).all() and np.isfinite(logits).any()):
+        # a penalty so extreme that it overflows: its limit, the likeliest of the tokens sent to +inf
+        # (a tiny penalty), or of all (a huge one: every token repeated, negative, sent to -inf)
+        l = np.where(up | ~up.any(), np.asarray(logits, np.float64), -np.inf)
+        x = np.where(l == l.max(), 0.0, -np.inf)
     if params.greedy:
         return x
     with np.errstate(over="ignore"):

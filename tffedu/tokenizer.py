@@ -1070,6 +1070,8 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
 def load_tokenizer(path) -> Tokenizer:
     """The tokenizer of a GGUF file or of a Hugging Face folder (tokenizer.json): `tffedu.load_tokenizer`.
     NoTokenizerError (a TokenizerError) when the file or folder has none at all."""
+    from tffedu.gguf import checked_path
+    path = checked_path(path)                # before isdir, which takes an int for a file descriptor
     if os.path.isdir(path):
         return Tokenizer.from_hf_folder(path)
     return Tokenizer.from_gguf(path)
