@@ -2,6 +2,7 @@
 OpenAI-style error JSON (never a 500, a hang or a dead server); a full queue answers 503 with
 Retry-After; `tffedu serve` itself starts from the command line and stops cleanly on SIGINT/SIGTERM
 with a stream in flight. Servers listen on 127.0.0.1 and stop with the tests (or by `timeout`)."""
+import json
 import os
 import signal
 import socket
@@ -270,7 +271,7 @@ def test_tffedu_serve_starts_and_stops_cleanly_on_a_signal(sig):
 def test_a_bug_inside_a_route_is_a_500_in_openais_shape(server, monkeypatch):
     import tffedu.serve
 
-    def boom(body, model):
+    def boom(body, model, engine=None):
         raise ZeroDivisionError("a bug")
     monkeypatch.setattr(tffedu.serve, "parse_completion", boom)
     r = httpx.post(server.url + "/v1/completions", json={"prompt": "x"})
@@ -278,3 +279,56 @@ def test_a_bug_inside_a_route_is_a_500_in_openais_shape(server, monkeypatch):
     assert "ZeroDivisionError" in r.json()["error"]["message"]
     monkeypatch.undo()
     assert httpx.post(server.url + "/v1/completions", json={"prompt": "x", "max_tokens": 1}).status_code == 200
+
+
+# --- found by the robustness audit (a server of few pages, stops at the last token, leavers) ------
+def test_a_server_with_a_small_kv_cache_refuses_what_it_cannot_hold(model):
+    """A server given fewer K/V pages than a context (`tffedu serve --kv-tokens 256`) answers a
+    request that could never fit with a 400 naming the field (as a context overflow is), not a 500
+    from the engine; a chat without max_tokens gets the room the cache has, and /v1/models says it."""
+    from tffedu.serve import ServerThread, make_app
+    with ServerThread(make_app(model, max_batch=2, num_pages=8, page_size=32)) as s:   # 256 tokens
+        for stream in (False, True):
+            r = httpx.post(s.url + "/v1/completions", timeout=60,
+                           json={"prompt": "Hi", "max_tokens": 1000, "stream": stream})
+            assert r.status_code == 400, r.text
+            err = r.json()["error"]
+            assert (err["param"], err["code"]) == ("max_tokens", "context_length_exceeded"), err
+            assert "256" in err["message"], err
+        r = httpx.post(s.url + "/v1/completions", json={"prompt": "word " * 300, "max_tokens": 1}, timeout=60)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+        r = httpx.post(s.url + "/v1/chat/completions", json={"messages": MSG, "temperature": 0}, timeout=120)
+        assert r.status_code == 200 and r.json()["usage"]["total_tokens"] <= 256, r.text
+        assert httpx.get(s.url + "/v1/models").json()["data"][0]["max_model_len"] == 256
+        assert wait_until_empty(engine(s))
+
+
+def test_a_stop_string_the_last_token_completes_finishes_with_stop(model, server):
+    """OpenAI (and vLLM): a choice cut by a stop string finishes with "stop", even when the token
+    that completed the stop was the last max_tokens allowed."""
+    for prompt in ("The capital of France is", "Once upon a time", "1, 2, 3, 4,"):
+        toks = [t for t in model.generate(prompt, 8).tokens if t not in model.eos_ids]
+        full, head = model.decode(toks), model.decode(toks[:-1])
+        stop = full[len(head):].strip()
+        if len(toks) == 8 and stop and full.find(stop) >= len(head):   # the 8th token completes it
+            break
+    else:
+        pytest.fail("no prompt whose 8th token holds a stop string seen nowhere before")
+    for stream in (False, True):
+        r = httpx.post(server.url + "/v1/completions", timeout=60, json={
+            "prompt": prompt, "max_tokens": 8, "temperature": 0, "stop": [stop], "stream": stream})
+        chunks = [json.loads(ln[6:]) for ln in r.text.splitlines() if ln.startswith("data: {")] if stream \
+            else [r.json()]
+        assert "".join(c["choices"][0]["text"] for c in chunks) == full[:full.index(stop)]
+        assert chunks[-1]["choices"][0]["finish_reason"] == "stop", (stop, chunks[-1])
+
+
+def test_a_client_that_leaves_a_whole_answer_frees_its_pages(server):
+    """A client waiting for a whole (not streamed) answer that hangs up is noticed while its tokens
+    still come: its request is cancelled and its pages go back, long before max_tokens."""
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(server.url + "/v1/completions", timeout=1.5,
+                   json={"prompt": "Count:", "max_tokens": 8000, "ignore_eos": True})
+    assert wait_until_empty(engine(server), timeout=20)
+    r = httpx.post(server.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2, "temperature": 0})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2

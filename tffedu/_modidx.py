@@ -1037,6 +1037,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'tffedu.serve.TextStream.text': ('serve.html#textstream.text', 'tffedu/serve.py'),
                               'tffedu.serve._ask': ('serve.html#_ask', 'tffedu/serve.py'),
                               'tffedu.serve._get': ('serve.html#_get', 'tffedu/serve.py'),
+                              'tffedu.serve._limit': ('serve.html#_limit', 'tffedu/serve.py'),
                               'tffedu.serve._messages': ('serve.html#_messages', 'tffedu/serve.py'),
                               'tffedu.serve._prompt_ids': ('serve.html#_prompt_ids', 'tffedu/serve.py'),
                               'tffedu.serve._reject_constant': ('serve.html#_reject_constant', 'tffedu/serve.py'),

@@ -366,7 +366,16 @@ class Ask:
                 for i, p in enumerate(self.prompts) for j in range(self.n)]
 
 # %% ../notebooks/15_serve.ipynb #1e1f2fc7
-def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs) -> Ask:
+def _limit(model, engine, n_prompt: int) -> tuple[int, str]:
+    """The most tokens a sequence whose prompt is n_prompt tokens may reach, and what sets it: the
+    context, or the engine's KV cache where that holds less (a server given few pages)."""
+    c = getattr(engine, "cache", None)
+    if c is None or c.most_pages(n_prompt, model.n_ctx) <= c.num_pages:
+        return model.n_ctx, "context"
+    return c.num_pages * c.page_size, "KV cache"
+
+
+def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs, engine=None) -> Ask:
     "The fields both endpoints share, with the prompts (token ids) already made."
     _unsupported(body, {"presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0), "logit_bias": ({},),
                         "echo": (False,), "suffix": ("",), "best_of": (1,), "tools": ([],),
@@ -375,9 +384,10 @@ def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs) 
     if n * len(prompts) > MAX_CHOICES:
         raise RequestError(f"{len(prompts)} prompts x n={n} is more than {MAX_CHOICES} choices", "n")
     longest = max(map(len, prompts))
-    room = model.n_ctx - longest
+    limit, where = _limit(model, engine, longest)
+    room = limit - longest
     if room < 1:
-        raise RequestError(f"the prompt is {longest} tokens; the context holds {model.n_ctx}, with "
+        raise RequestError(f"the prompt is {longest} tokens; the {where} holds {limit}, with "
                            f"room for at least one new token", "messages" if chat else "prompt",
                            code="context_length_exceeded")
     names = ("max_completion_tokens", "max_tokens") if chat else ("max_tokens",)
@@ -385,7 +395,7 @@ def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs) 
     max_tokens = _get(body, given[0], int, None, 1) if given else (room if chat else 16)
     if max_tokens > room:
         raise RequestError(f"the prompt ({longest} tokens) plus {given[0]} ({max_tokens}) is more "
-                           f"than the context of {model.n_ctx} tokens", given[0], code="context_length_exceeded")
+                           f"than the {where} of {limit} tokens", given[0], code="context_length_exceeded")
     stop = body.get("stop")
     if isinstance(stop, list) and len(stop) > MAX_STOPS:
         raise RequestError(f"'stop' holds at most {MAX_STOPS} strings, got {len(stop)}", "stop")
@@ -422,8 +432,9 @@ def _prompt_ids(model, p, name: str) -> list[int]:
         raise RequestError(f"'{name}': {e}", name) from None
 
 
-def parse_completion(body: dict, model) -> Ask:
-    """POST /v1/completions: `prompt` is a string, a list of token ids, or a list of either."""
+def parse_completion(body: dict, model, engine=None) -> Ask:
+    """POST /v1/completions: `prompt` is a string, a list of token ids, or a list of either.
+    `engine`: the server's, whose KV cache may hold less than a context."""
     p = body.get("prompt")
     if isinstance(p, str) or (isinstance(p, list) and p and all(isinstance(t, int) for t in p)):
         prompts = [p]
@@ -437,7 +448,7 @@ def parse_completion(body: dict, model) -> Ask:
     if model.tokenizer is None and any(isinstance(x, str) for x in prompts):
         raise RequestError("this model has no tokenizer: give the prompt as token ids", "prompt")
     k = _get(body, "logprobs", int, None, 0, MAX_TOP_LOGPROBS)
-    return _ask(body, model, [_prompt_ids(model, x, "prompt") for x in prompts], False, k)
+    return _ask(body, model, [_prompt_ids(model, x, "prompt") for x in prompts], False, k, engine)
 
 # %% ../notebooks/15_serve.ipynb #220d67a0
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -468,7 +479,7 @@ def _messages(body: dict) -> list[dict]:
     return out
 
 
-def parse_chat(body: dict, model) -> Ask:
+def parse_chat(body: dict, model, engine=None) -> Ask:
     """POST /v1/chat/completions: `messages` through the model's chat template (with
     `chat_template_kwargs`, e.g. Qwen3's {"enable_thinking": false})."""
     if model.tokenizer is None:
@@ -488,7 +499,8 @@ def parse_chat(body: dict, model) -> Ask:
     k = _get(body, "top_logprobs", int, None, 0, MAX_TOP_LOGPROBS)
     if k is not None and not want:
         raise RequestError("'top_logprobs' needs 'logprobs': true", "top_logprobs")
-    return _ask(body, model, [_prompt_ids(model, ids, "messages")], True, (k or 0) if want else None)
+    return _ask(body, model, [_prompt_ids(model, ids, "messages")], True, (k or 0) if want else None,
+                engine)
 
 # %% ../notebooks/15_serve.ipynb #680e15fe
 # --- answers: OpenAI's response objects, whole or as stream chunks ------------------------------
@@ -569,8 +581,8 @@ def update(self: Answer, i: int, ev: Event) -> dict | None:
             rows.append(self._logprob(ev.token, ev.logprob))
     offset = self.texts[i].sent - len(piece)
     if ev.finish is not None:
-        piece += self.texts[i].finish()
-        self.finish[i] = FINISH_REASONS.get(ev.finish, ev.finish)
+        piece += self.texts[i].finish()     # a stop string cut the text: "stop", even at max_tokens
+        self.finish[i] = "stop" if self.texts[i].stopped else FINISH_REASONS.get(ev.finish, ev.finish)
     self.logprobs[i] += rows
     if not (piece or rows or ev.finish):
         return None
@@ -734,7 +746,7 @@ class Service:
 async def generate(self: Service, request, parse):
     "POST /v1/completions and /v1/chat/completions: `parse` is parse_completion or parse_chat."
     body = await self.read_body(request)
-    ask = await asyncio.to_thread(parse, body, self.model)   # tokenizing a long prompt takes a while
+    ask = await asyncio.to_thread(parse, body, self.model, self.loop.engine)   # tokenizing takes a while
     queue: asyncio.Queue = asyncio.Queue()
     jobs, answer = ask.jobs(queue, asyncio.get_running_loop()), Answer(ask, self.model, self.model_id)
     self.loop.submit(jobs)
@@ -742,12 +754,14 @@ async def generate(self: Service, request, parse):
         return StreamingResponse(self.stream(answer, queue, jobs), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
     try:
+        asked = time.perf_counter()
         while not answer.done:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 answer.update(*await asyncio.wait_for(queue.get(), 1.0))
-            except asyncio.TimeoutError:
+            if time.perf_counter() - asked > 1.0:      # every second, while tokens come or not
                 if await request.is_disconnected():
                     return Response(status_code=499)   # nobody reads it; `finally` frees the pages
+                asked = time.perf_counter()
     finally:
         self.loop.cancel(jobs)
     return error_response(500, answer.error) if answer.error else JSONResponse(answer.whole())
@@ -810,7 +824,8 @@ def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model
     @app.get("/v1/models")
     async def models():
         return {"object": "list", "data": [{"id": svc.model_id, "object": "model", "created": 0,
-                                            "owned_by": "tffedu", "max_model_len": model.n_ctx}]}
+                                            "owned_by": "tffedu",
+                                            "max_model_len": _limit(model, svc.loop.engine, model.n_ctx)[0]}]}
 
     @app.get("/health")
     async def health():
