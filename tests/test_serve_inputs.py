@@ -79,6 +79,10 @@ BAD = [
     ("/v1/completions", {"prompt": "x", "presence_penalty": 1.0}, 400, "presence_penalty"),
     ("/v1/completions", {"prompt": "x", "logit_bias": {"1": 5}}, 400, "logit_bias"),
     ("/v1/completions", {"prompt": "x", "ignore_eos": 1}, 400, "ignore_eos"),
+    *[("/v1/completions", b'{"prompt": "x", "%s": 1%s}' % (name.encode(), b"0" * 400), 400, name)   # past a float
+      for name in ("temperature", "top_p", "min_p", "seed", "max_tokens", "n", "logprobs")],
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 1'
+     + b"0" * 400 + b"}", 400, "top_logprobs"),
     ("/v1/chat/completions", {}, 400, "messages"),
     ("/v1/chat/completions", {"messages": []}, 400, "messages"),
     ("/v1/chat/completions", {"messages": "hi"}, 400, "messages"),
@@ -332,3 +336,34 @@ def test_a_client_that_leaves_a_whole_answer_frees_its_pages(server):
     assert wait_until_empty(engine(server), timeout=20)
     r = httpx.post(server.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2, "temperature": 0})
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
+
+
+def completion_logprobs(server, body):
+    "(text, tokens, text_offset) of choice 0, from the whole answer or from the stream's chunks."
+    r = httpx.post(server.url + "/v1/completions", json=body, timeout=60)
+    chunks = [json.loads(ln[6:]) for ln in r.text.splitlines() if ln.startswith("data: {")] \
+        if body.get("stream") else [r.json()]
+    text, tokens, offsets = "", [], []
+    for c in chunks:
+        ch = c["choices"][0]
+        text += ch["text"]
+        if ch["logprobs"]:
+            tokens += ch["logprobs"]["tokens"]
+            offsets += ch["logprobs"]["text_offset"]
+    return text, tokens, offsets
+
+
+def test_text_offsets_are_where_each_token_begins_whole_or_streamed(model, server):
+    """text_offset[k] is where token k's text begins in the choice's text: the length of the text
+    of the tokens before it. Streamed too, where a stop string holds text back for a few tokens."""
+    prompt = "The capital of France is"
+    toks = model.generate(prompt, 12).tokens
+    a, b = len(model.decode(toks[:5])), len(model.decode(toks[:8]))
+    stop = model.decode(toks[:8])[a:]                   # tokens 5..7: held back while they come
+    assert stop and model.decode(toks).find(stop) == a and not set(toks[:8]) & set(model.eos_ids)
+    want = [len(model.decode(toks[:k])) for k in range(8)]
+    for stream in (False, True):
+        text, tokens, offsets = completion_logprobs(server, {"prompt": prompt, "max_tokens": 12, "temperature": 0,
+                                                             "logprobs": 1, "stop": [stop], "stream": stream})
+        assert text == model.decode(toks)[:a] and len(tokens) == 8 and b > a
+        assert offsets == want, (stream, tokens, offsets)

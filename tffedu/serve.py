@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import pathlib
 import threading
 import time
@@ -324,14 +323,16 @@ def _get(body: dict, name: str, kind, default=None, lo=None, hi=None):
     v = body.get(name)
     if v is None:
         return default
-    ok = {int: isinstance(v, int) and not isinstance(v, bool),
-          float: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-          bool: isinstance(v, bool), str: isinstance(v, str)}[kind]
+    # only kind's own check runs; a number is finite (not NaN) and within a float's range, so that
+    # JSON's 400-digit integers are refused here, not by an OverflowError (a 500)
+    ok = {int: lambda: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda: isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e308,
+          bool: lambda: isinstance(v, bool), str: lambda: isinstance(v, str)}[kind]()
     if not ok:
         what = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[kind]
         raise RequestError(f"'{name}' must be {what}, got {_short(v)}", name)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise RequestError(f"'{name}' must be in [{lo}, {'inf' if hi is None else hi}], got {v}", name)
+        raise RequestError(f"'{name}' must be in [{lo}, {'inf' if hi is None else hi}], got {_short(v)}", name)
     return v
 
 
@@ -533,22 +534,22 @@ class Answer:
         b = self.tokenizer.token_bytes(tid)
         return b.decode("utf-8", errors="replace"), list(b)
 
-    def _logprob(self, tid: int, lp: tuple):
-        "A token's logprob entry: chat's object, or a completion's (token, logprob, top, offset) row."
+    def _logprob(self, tid: int, lp: tuple, offset: int):
+        """A token's logprob entry: chat's object, or a completion's (token, logprob, top, offset)
+        row, offset where its text begins in the choice's text."""
         (logprob, top), (text, raw) = lp, self._token(tid)
         if self.ask.chat:
             alts = [dict(zip(("token", "bytes"), self._token(a)), logprob=v) for a, v in top]
             return {"token": text, "logprob": logprob, "bytes": raw, "top_logprobs": alts}
-        return text, logprob, {self._token(a)[0]: v for a, v in top}
+        return text, logprob, {self._token(a)[0]: v for a, v in top}, offset
 
-    def _logprobs_object(self, rows: list, offset: int):
+    def _logprobs_object(self, rows: list):
         if self.ask.top_logprobs is None:
             return None
         if self.ask.chat:
             return {"content": rows}
-        offsets = [offset + sum(len(t) for t, _, _ in rows[:k]) for k in range(len(rows))]
-        return {"tokens": [t for t, _, _ in rows], "token_logprobs": [v for _, v, _ in rows],
-                "top_logprobs": [d for _, _, d in rows], "text_offset": offsets}
+        tokens, values, tops, offsets = map(list, zip(*rows)) if rows else ([], [], [], [])
+        return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
 
     def _envelope(self, choices: list, usage=None) -> dict:
         obj = dict(id=self.id, object=("chat.completion.chunk" if self.ask.chat else "text_completion"),
@@ -576,17 +577,17 @@ def update(self: Answer, i: int, ev: Event) -> dict | None:
     piece, rows = "", []
     if ev.token is not None:
         self.tokens[i].append(ev.token)
+        start = len(self.texts[i].full)         # where the token's text begins (text_offset)
         piece = self.texts[i].push(ev.token)
         if ev.logprob is not None:
-            rows.append(self._logprob(ev.token, ev.logprob))
-    offset = self.texts[i].sent - len(piece)
+            rows.append(self._logprob(ev.token, ev.logprob, start))
     if ev.finish is not None:
         piece += self.texts[i].finish()     # a stop string cut the text: "stop", even at max_tokens
         self.finish[i] = "stop" if self.texts[i].stopped else FINISH_REASONS.get(ev.finish, ev.finish)
     self.logprobs[i] += rows
     if not (piece or rows or ev.finish):
         return None
-    lp = self._logprobs_object(rows, offset) if rows else None
+    lp = self._logprobs_object(rows) if rows else None
     if self.ask.chat:
         choice = {"index": i, "delta": {"content": piece} if piece else {}, "logprobs": lp,
                   "finish_reason": self.finish[i]}
@@ -612,7 +613,7 @@ def whole(self: Answer) -> dict:
     "The response of a request that did not stream."
     choices = []
     for i, ts in enumerate(self.texts):
-        lp = self._logprobs_object(self.logprobs[i], 0)
+        lp = self._logprobs_object(self.logprobs[i])
         if self.ask.chat:
             choices.append({"index": i, "message": {"role": "assistant", "content": ts.text},
                             "logprobs": lp, "finish_reason": self.finish[i]})
