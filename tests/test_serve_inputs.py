@@ -286,25 +286,32 @@ def test_a_bug_inside_a_route_is_a_500_in_openais_shape(server, monkeypatch):
 
 
 # --- found by the robustness audit (a server of few pages, stops at the last token, leavers) ------
-def test_a_server_with_a_small_kv_cache_refuses_what_it_cannot_hold(model):
-    """A server given fewer K/V pages than a context (`tffedu serve --kv-tokens 256`) answers a
-    request that could never fit with a 400 naming the field (as a context overflow is), not a 500
-    from the engine; a chat without max_tokens gets the room the cache has, and /v1/models says it."""
+@pytest.fixture(scope="module")
+def small_server(model):
+    "A server given fewer K/V pages than a context (`tffedu serve --kv-tokens 256`)."
     from tffedu.serve import ServerThread, make_app
     with ServerThread(make_app(model, max_batch=2, num_pages=8, page_size=32)) as s:   # 256 tokens
-        for stream in (False, True):
-            r = httpx.post(s.url + "/v1/completions", timeout=60,
-                           json={"prompt": "Hi", "max_tokens": 1000, "stream": stream})
-            assert r.status_code == 400, r.text
-            err = r.json()["error"]
-            assert (err["param"], err["code"]) == ("max_tokens", "context_length_exceeded"), err
-            assert "256" in err["message"], err
-        r = httpx.post(s.url + "/v1/completions", json={"prompt": "word " * 300, "max_tokens": 1}, timeout=60)
-        assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
-        r = httpx.post(s.url + "/v1/chat/completions", json={"messages": MSG, "temperature": 0}, timeout=120)
-        assert r.status_code == 200 and r.json()["usage"]["total_tokens"] <= 256, r.text
-        assert httpx.get(s.url + "/v1/models").json()["data"][0]["max_model_len"] == 256
-        assert wait_until_empty(engine(s))
+        yield s
+
+
+def test_a_server_with_a_small_kv_cache_refuses_what_it_cannot_hold(small_server):
+    """A request that could never fit the cache is a 400 naming the field (as a context overflow
+    is), not a 500 from the engine; a chat without max_tokens gets the room the cache has, and
+    /v1/models says it."""
+    s = small_server
+    for stream in (False, True):
+        r = httpx.post(s.url + "/v1/completions", timeout=60,
+                       json={"prompt": "Hi", "max_tokens": 1000, "stream": stream})
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert (err["param"], err["code"]) == ("max_tokens", "context_length_exceeded"), err
+        assert "256" in err["message"], err
+    r = httpx.post(s.url + "/v1/completions", json={"prompt": "word " * 300, "max_tokens": 1}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
+    r = httpx.post(s.url + "/v1/chat/completions", json={"messages": MSG, "temperature": 0}, timeout=120)
+    assert r.status_code == 200 and r.json()["usage"]["total_tokens"] <= 256, r.text
+    assert httpx.get(s.url + "/v1/models").json()["data"][0]["max_model_len"] == 256
+    assert wait_until_empty(engine(s))
 
 
 def test_a_stop_string_the_last_token_completes_finishes_with_stop(model, server):
@@ -367,3 +374,15 @@ def test_text_offsets_are_where_each_token_begins_whole_or_streamed(model, serve
                                                              "logprobs": 1, "stop": [stop], "stream": stream})
         assert text == model.decode(toks)[:a] and len(tokens) == 8 and b > a
         assert offsets == want, (stream, tokens, offsets)
+
+
+def test_the_default_max_tokens_of_a_completion_shrinks_to_the_room_left(model, small_server):
+    """A completion without max_tokens (OpenAI's default: 16) whose prompt leaves less room gets
+    what is left, as vLLM does: the client asked for no number that could be wrong."""
+    prompt = model.encode("word " * 300)[:250]                      # 6 tokens of room in 256
+    r = httpx.post(small_server.url + "/v1/completions", timeout=120,
+                   json={"prompt": prompt, "ignore_eos": True, "temperature": 0})
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["completion_tokens"] == 6 and r.json()["choices"][0]["finish_reason"] == "length"
+    r = httpx.post(small_server.url + "/v1/completions", json={"prompt": prompt, "max_tokens": 7})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"   # asked for: refused

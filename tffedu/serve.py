@@ -393,8 +393,9 @@ def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs, 
                            code="context_length_exceeded")
     names = ("max_completion_tokens", "max_tokens") if chat else ("max_tokens",)
     given = [k for k in names if body.get(k) is not None]
-    max_tokens = _get(body, given[0], int, None, 1) if given else (room if chat else 16)
-    if max_tokens > room:
+    # not given: a chat gets all the room, a completion OpenAI's 16 or the room, if less (as vLLM)
+    max_tokens = _get(body, given[0], int, None, 1) if given else (room if chat else min(16, room))
+    if given and max_tokens > room:
         raise RequestError(f"the prompt ({longest} tokens) plus {given[0]} ({max_tokens}) is more "
                            f"than the {where} of {limit} tokens", given[0], code="context_length_exceeded")
     stop = body.get("stop")
