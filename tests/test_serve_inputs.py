@@ -73,6 +73,13 @@ BAD = [
     ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "\\ud83d"}]}', 400, "messages"),
     ("/v1/completions", {"prompt": "x", "stream": "yes"}, 400, "stream"),
     ("/v1/completions", {"prompt": "x", "stream": True, "stream_options": 3}, 400, "stream_options"),
+    ("/v1/completions", {"prompt": "x", "stream_options": {"include_usage": True}}, 400, "stream_options"),
+    ("/v1/completions", {"prompt": "x", "stream": False, "stream_options": {}}, 400, "stream_options"),
+    ("/v1/chat/completions", {"messages": MSG, "stream_options": {"include_usage": True}}, 400, "stream_options"),
+    ("/v1/completions", {"prompt": "x", "stream": True, "stream_options": {"include_usage": "yes"}}, 400,
+     "stream_options"),
+    ("/v1/chat/completions", {"messages": MSG, "stream": True, "stream_options": {"include_usage": 1}}, 400,
+     "stream_options"),
     ("/v1/completions", {"prompt": "x", "logprobs": 21}, 400, "logprobs"),
     ("/v1/completions", {"prompt": "x", "logprobs": True}, 400, "logprobs"),
     ("/v1/completions", {"prompt": "x", "echo": True}, 400, "echo"),
@@ -144,6 +151,60 @@ def test_the_server_stays_up_and_empty_after_the_table(server):
 def test_unknown_paths_and_methods(server, method, path, status):
     r = httpx.request(method, server.url + path)
     assert r.status_code == status and r.json()["error"]["message"]
+
+
+def test_a_404_quotes_a_long_path_short(server):
+    """A 10 KB path is not echoed whole: the message quotes its start (as the module's `_short`)."""
+    r = httpx.get(server.url + "/" + "a" * 10000)
+    msg = r.json()["error"]["message"]
+    assert r.status_code == 404 and "/aaaa" in msg and len(msg) < 200, msg[:300]
+
+
+def test_an_integer_past_pythons_digit_limit_is_a_plain_400(server):
+    """JSON allows any number of digits; Python's int() refuses more than 4300 and says to call
+    sys.set_int_max_str_digits(), advice for a programmer, not a client. A plain 400 instead."""
+    for digits in (5000, 100000):
+        r = httpx.post(server.url + "/v1/completions", headers={"Content-Type": "application/json"},
+                       content=b'{"prompt": "x", "max_tokens": 1' + b"0" * digits + b"}")
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["type"] == "invalid_request_error", r.text[:300]
+        assert "digits" in err["message"] and "sys." not in err["message"] and len(err["message"]) < 200, err
+
+
+def test_stream_options_need_a_stream(server):
+    """OpenAI (and vLLM): stream_options only with "stream": true; null is no stream_options."""
+    for path, body in (("/v1/completions", {"prompt": "x"}), ("/v1/chat/completions", {"messages": MSG})):
+        body = {**body, "max_tokens": 1, "temperature": 0}
+        usage = {"stream_options": {"include_usage": True}}
+        r = httpx.post(server.url + path, timeout=60, json={**body, **usage})
+        err = r.json()["error"]
+        assert r.status_code == 400 and err["param"] == "stream_options" and "stream" in err["message"], err
+        r = httpx.post(server.url + path, timeout=60, json={**body, "stream": False, "stream_options": None})
+        assert r.status_code == 200, r.text
+        r = httpx.post(server.url + path, timeout=60, json={**body, **usage, "stream": True})
+        chunks = [json.loads(ln[6:]) for ln in r.text.splitlines() if ln.startswith("data: {")]
+        assert r.status_code == 200 and chunks[-1]["usage"]["completion_tokens"] == 1, r.text
+
+
+def test_retrieve_model(server):
+    """GET /v1/models/{id} (OpenAI's retrieve-model): the model object of the list for the served id,
+    a 404 with code model_not_found for another (its id quoted short)."""
+    listed = httpx.get(server.url + "/v1/models").json()["data"][0]
+    r = httpx.get(server.url + "/v1/models/" + listed["id"])
+    assert r.status_code == 200 and r.json() == listed, r.text
+    for other in ("gpt-4o", "org/name", "x" * 5000):
+        r = httpx.get(server.url + "/v1/models/" + other)
+        err = r.json()["error"]
+        assert r.status_code == 404 and err["code"] == "model_not_found" and len(err["message"]) < 200, r.text[:300]
+
+
+def test_a_served_id_with_a_slash_is_retrieved(model):
+    "A --model-id like a Hugging Face repo's (org/name) is found, sent as it is or percent-encoded."
+    from tffedu.serve import ServerThread, make_app
+    with ServerThread(make_app(model, model_id="HuggingFaceTB/SmolLM2", max_batch=1, num_pages=8, page_size=32)) as s:
+        for path in ("HuggingFaceTB/SmolLM2", "HuggingFaceTB%2FSmolLM2"):
+            r = httpx.get(s.url + "/v1/models/" + path)
+            assert r.status_code == 200 and r.json()["id"] == "HuggingFaceTB/SmolLM2", r.text
 
 
 def test_a_body_too_large_is_413(server):
@@ -386,3 +447,21 @@ def test_the_default_max_tokens_of_a_completion_shrinks_to_the_room_left(model, 
     assert r.json()["usage"]["completion_tokens"] == 6 and r.json()["choices"][0]["finish_reason"] == "length"
     r = httpx.post(small_server.url + "/v1/completions", json={"prompt": prompt, "max_tokens": 7})
     assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"   # asked for: refused
+
+
+def test_completion_top_logprobs_of_tokens_with_one_text(model, server):
+    """OpenAI's legacy completions give top_logprobs as a dict keyed by token text, so tokens of one
+    text (here bytes of a CJK character, each U+FFFD alone) share a key. Nothing breaks, whole or
+    streamed, and the key holds its likeliest token's logprob: the greedy token's own."""
+    prompt = "中文：你好，世界。我"                   # its likeliest next tokens: several partial characters
+    for stream in (False, True):
+        r = httpx.post(server.url + "/v1/completions", timeout=60, json={
+            "prompt": prompt, "max_tokens": 3, "temperature": 0, "logprobs": 20, "stream": stream})
+        assert r.status_code == 200, r.text
+        chunks = [json.loads(ln[6:]) for ln in r.text.splitlines() if ln.startswith("data: {")] if stream \
+            else [r.json()]
+        lps = [c["choices"][0]["logprobs"] for c in chunks if c["choices"][0]["logprobs"]]
+        rows = [row for lp in lps for row in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"])]
+        assert len(rows) == 3 and len(rows[0][2]) < 20                      # a shared key: fewer than 20
+        for tok, value, top in rows:
+            assert top[tok] == pytest.approx(value) == pytest.approx(max(top.values())), (tok, value, top)

@@ -3,8 +3,8 @@
 # %% ../notebooks/15_serve.ipynb #33f58b0a
 """Serving (chapter 15): the OpenAI HTTP API over the engine, a chat page, and Prometheus metrics.
 
-    app = make_app(model)          # FastAPI: /v1/models, /v1/completions, /v1/chat/completions,
-                                   #          /health, /metrics, and the chat page at /
+    app = make_app(model)          # FastAPI: /v1/completions, /v1/chat/completions, /v1/models,
+                                   #          /v1/models/{id}, /health, /metrics, the chat page at /
     serve(model, port=8000)        # the same app under uvicorn (`tffedu serve`)
 
 One thread steps the engine (`EngineLoop`) while any request is live; the HTTP handlers run on
@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import pathlib
+import sys
 import threading
 import time
 import uuid
@@ -318,8 +319,9 @@ def _short(v) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _get(body: dict, name: str, kind, default=None, lo=None, hi=None):
-    "body[name] checked: of type `kind` (int, float, bool, str), in [lo, hi]; default if absent or null."
+def _get(body: dict, name: str, kind, default=None, lo=None, hi=None, parent: str | None = None):
+    """body[name] checked: of type `kind` (int, float, bool, str), in [lo, hi]; default if absent or
+    null. parent: the field whose object `body` is (stream_options), the param an error names."""
     v = body.get(name)
     if v is None:
         return default
@@ -328,11 +330,13 @@ def _get(body: dict, name: str, kind, default=None, lo=None, hi=None):
     ok = {int: lambda: isinstance(v, int) and not isinstance(v, bool),
           float: lambda: isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e308,
           bool: lambda: isinstance(v, bool), str: lambda: isinstance(v, str)}[kind]()
+    label = f"{parent}.{name}" if parent else name
     if not ok:
         what = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[kind]
-        raise RequestError(f"'{name}' must be {what}, got {_short(v)}", name)
+        raise RequestError(f"'{label}' must be {what}, got {_short(v)}", parent or name)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise RequestError(f"'{name}' must be in [{lo}, {'inf' if hi is None else hi}], got {_short(v)}", name)
+        raise RequestError(f"'{label}' must be in [{lo}, {'inf' if hi is None else hi}], got {_short(v)}",
+                           parent or name)
     return v
 
 
@@ -418,12 +422,13 @@ def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs, 
         raise
     except TffeduError as e:               # a SamplingParams rule (top_p = 0, ...), said its way
         raise RequestError(str(e)) from None
-    opts = body.get("stream_options")
+    stream, opts = _get(body, "stream", bool, False), body.get("stream_options")
     if opts is not None and not isinstance(opts, dict):
         raise RequestError(f"'stream_options' must be an object, got {_short(opts)}", "stream_options")
-    stream = _get(body, "stream", bool, False)
+    if opts is not None and not stream:            # OpenAI's 400 (and vLLM's): options of no stream
+        raise RequestError("'stream_options' is only allowed when 'stream' is true", "stream_options")
     return Ask(chat, prompts, n, max_tokens, params, stops, stream,
-               stream and _get(opts or {}, "include_usage", bool, False), top_logprobs,
+               _get(opts or {}, "include_usage", bool, False, parent="stream_options"), top_logprobs,
                _get(body, "ignore_eos", bool, False))
 
 
@@ -542,7 +547,14 @@ class Answer:
         if self.ask.chat:
             alts = [dict(zip(("token", "bytes"), self._token(a)), logprob=v) for a, v in top]
             return {"token": text, "logprob": logprob, "bytes": raw, "top_logprobs": alts}
-        return text, logprob, {self._token(a)[0]: v for a, v in top}, offset
+        # OpenAI's legacy completions key top_logprobs by token text, so tokens of one text (the
+        # bytes of a character, each U+FFFD alone; padded rows' "") share a key and the dict may
+        # hold fewer than k: the shape clients parse. A key keeps its likeliest token (`top` is
+        # best first), so a greedy token's own text shows its own logprob.
+        alts: dict[str, float] = {}
+        for a, v in top:
+            alts.setdefault(self._token(a)[0], v)
+        return text, logprob, alts, offset
 
     def _logprobs_object(self, rows: list):
         if self.ask.top_logprobs is None:
@@ -697,6 +709,28 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _parse_int(s: str) -> int:
+    "A JSON integer; one past Python's digit limit is said plainly, not with advice to call sys.*."
+    try:
+        return int(s)
+    except ValueError:
+        digits = len(s.lstrip("-"))
+        raise ValueError(f"a number of {digits} digits is too long (at most "
+                         f"{sys.get_int_max_str_digits()})") from None
+
+
+def _loads(raw: bytes):
+    "json.loads without NaN or Infinity, and an integer too long for Python said plainly."
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except ValueError as e:
+        if type(e) is not ValueError:          # JSONDecodeError, UnicodeDecodeError: as they are
+            raise
+        # Python's int() refused a number (its message tells a programmer what to call): parse again
+        # with _parse_int, slower but only for a body that is refused anyway, to say it plainly
+        return json.loads(raw, parse_constant=_reject_constant, parse_int=_parse_int)
+
+
 def _sse(obj) -> str:
     "One server-sent event: a line `data: <json>` and a blank line."
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
@@ -736,7 +770,7 @@ class Service:
             if len(raw) > MAX_BODY_BYTES:
                 raise RequestError(f"the body is more than {MAX_BODY_BYTES} bytes", status=413)
         try:
-            body = json.loads(bytes(raw), parse_constant=_reject_constant)
+            body = _loads(bytes(raw))
         except (ValueError, RecursionError) as e:   # UnicodeDecodeError and JSONDecodeError included
             raise RequestError(f"the body is not valid JSON: {str(e)[:200]}") from None
         if not isinstance(body, dict):
@@ -811,7 +845,8 @@ def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model
     app.state.service = svc
     app.add_exception_handler(RequestError, lambda req, e: error_response(e.status, str(e), e.param, e.code))
     app.add_exception_handler(HTTPException,       # unknown paths (404), wrong methods (405)
-                              lambda req, e: error_response(e.status_code, f"{req.method} {req.url.path}: {e.detail}"))
+                              lambda req, e: error_response(e.status_code,
+                                                            f"{req.method} {_short(req.url.path)}: {e.detail}"))
     app.add_exception_handler(Exception,           # a bug: still OpenAI's shape (and logged)
                               lambda req, e: error_response(500, f"internal error: {type(e).__name__}: {e}"))
 
@@ -823,11 +858,20 @@ def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model
     async def chat_completions(request: HTTPRequest):
         return await svc.generate(request, parse_chat)
 
+    def model_card() -> dict:
+        return {"id": svc.model_id, "object": "model", "created": 0, "owned_by": "tffedu",
+                "max_model_len": _limit(model, svc.loop.engine, model.n_ctx)[0]}
+
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{"id": svc.model_id, "object": "model", "created": 0,
-                                            "owned_by": "tffedu",
-                                            "max_model_len": _limit(model, svc.loop.engine, model.n_ctx)[0]}]}
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model_id:path}")     # :path, an id may hold a slash (org/name)
+    async def retrieve_model(model_id: str):
+        if model_id != svc.model_id:
+            return error_response(404, f"the model {_short(model_id)} does not exist: this server "
+                                       f"serves {_short(svc.model_id)}", code="model_not_found")
+        return model_card()
 
     @app.get("/health")
     async def health():
