@@ -68,6 +68,10 @@ def wait_until_empty(engine, timeout=30.0):
 # --- the OpenAI client: completions and chat, whole and streamed ---------------------------------
 def test_models_and_health(server, client):
     assert [m.id for m in client.models.list().data] == ["SmolLM2-135M-Instruct.Q4_1.gguf"]
+    assert client.models.retrieve("SmolLM2-135M-Instruct.Q4_1.gguf") == client.models.list().data[0]
+    with pytest.raises(openai.NotFoundError) as e:
+        client.models.retrieve("gpt-4o")
+    assert e.value.code == "model_not_found"
     assert httpx.get(server.url + "/health").json() == {"status": "ok"}
 
 

@@ -3,8 +3,8 @@
 # %% ../notebooks/15_serve.ipynb #33f58b0a
 """Serving (chapter 15): the OpenAI HTTP API over the engine, a chat page, and Prometheus metrics.
 
-    app = make_app(model)          # FastAPI: /v1/models, /v1/completions, /v1/chat/completions,
-                                   #          /health, /metrics, and the chat page at /
+    app = make_app(model)          # FastAPI: /v1/completions, /v1/chat/completions, /v1/models,
+                                   #          /v1/models/{id}, /health, /metrics, the chat page at /
     serve(model, port=8000)        # the same app under uvicorn (`tffedu serve`)
 
 One thread steps the engine (`EngineLoop`) while any request is live; the HTTP handlers run on
@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import pathlib
+import sys
 import threading
 import time
 import uuid
@@ -319,19 +319,24 @@ def _short(v) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _get(body: dict, name: str, kind, default=None, lo=None, hi=None):
-    "body[name] checked: of type `kind` (int, float, bool, str), in [lo, hi]; default if absent or null."
+def _get(body: dict, name: str, kind, default=None, lo=None, hi=None, parent: str | None = None):
+    """body[name] checked: of type `kind` (int, float, bool, str), in [lo, hi]; default if absent or
+    null. parent: the field whose object `body` is (stream_options), the param an error names."""
     v = body.get(name)
     if v is None:
         return default
-    ok = {int: isinstance(v, int) and not isinstance(v, bool),
-          float: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-          bool: isinstance(v, bool), str: isinstance(v, str)}[kind]
+    # only kind's own check runs; a number is finite (not NaN) and within a float's range, so that
+    # JSON's 400-digit integers are refused here, not by an OverflowError (a 500)
+    ok = {int: lambda: isinstance(v, int) and not isinstance(v, bool),
+          float: lambda: isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) < 1e308,
+          bool: lambda: isinstance(v, bool), str: lambda: isinstance(v, str)}[kind]()
+    label = f"{parent}.{name}" if parent else name
     if not ok:
         what = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[kind]
-        raise RequestError(f"'{name}' must be {what}, got {_short(v)}", name)
+        raise RequestError(f"'{label}' must be {what}, got {_short(v)}", parent or name)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise RequestError(f"'{name}' must be in [{lo}, {'inf' if hi is None else hi}], got {v}", name)
+        raise RequestError(f"'{label}' must be in [{lo}, {'inf' if hi is None else hi}], got {_short(v)}",
+                           parent or name)
     return v
 
 
@@ -366,7 +371,16 @@ class Ask:
                 for i, p in enumerate(self.prompts) for j in range(self.n)]
 
 # %% ../notebooks/15_serve.ipynb #1e1f2fc7
-def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs) -> Ask:
+def _limit(model, engine, n_prompt: int) -> tuple[int, str]:
+    """The most tokens a sequence whose prompt is n_prompt tokens may reach, and what sets it: the
+    context, or the engine's KV cache where that holds less (a server given few pages)."""
+    c = getattr(engine, "cache", None)
+    if c is None or c.most_pages(n_prompt, model.n_ctx) <= c.num_pages:
+        return model.n_ctx, "context"
+    return c.num_pages * c.page_size, "KV cache"
+
+
+def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs, engine=None) -> Ask:
     "The fields both endpoints share, with the prompts (token ids) already made."
     _unsupported(body, {"presence_penalty": (0, 0.0), "frequency_penalty": (0, 0.0), "logit_bias": ({},),
                         "echo": (False,), "suffix": ("",), "best_of": (1,), "tools": ([],),
@@ -375,17 +389,19 @@ def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs) 
     if n * len(prompts) > MAX_CHOICES:
         raise RequestError(f"{len(prompts)} prompts x n={n} is more than {MAX_CHOICES} choices", "n")
     longest = max(map(len, prompts))
-    room = model.n_ctx - longest
+    limit, where = _limit(model, engine, longest)
+    room = limit - longest
     if room < 1:
-        raise RequestError(f"the prompt is {longest} tokens; the context holds {model.n_ctx}, with "
+        raise RequestError(f"the prompt is {longest} tokens; the {where} holds {limit}, with "
                            f"room for at least one new token", "messages" if chat else "prompt",
                            code="context_length_exceeded")
     names = ("max_completion_tokens", "max_tokens") if chat else ("max_tokens",)
     given = [k for k in names if body.get(k) is not None]
-    max_tokens = _get(body, given[0], int, None, 1) if given else (room if chat else 16)
-    if max_tokens > room:
+    # not given: a chat gets all the room, a completion OpenAI's 16 or the room, if less (as vLLM)
+    max_tokens = _get(body, given[0], int, None, 1) if given else (room if chat else min(16, room))
+    if given and max_tokens > room:
         raise RequestError(f"the prompt ({longest} tokens) plus {given[0]} ({max_tokens}) is more "
-                           f"than the context of {model.n_ctx} tokens", given[0], code="context_length_exceeded")
+                           f"than the {where} of {limit} tokens", given[0], code="context_length_exceeded")
     stop = body.get("stop")
     if isinstance(stop, list) and len(stop) > MAX_STOPS:
         raise RequestError(f"'stop' holds at most {MAX_STOPS} strings, got {len(stop)}", "stop")
@@ -406,12 +422,13 @@ def _ask(body: dict, model, prompts: list[list[int]], chat: bool, top_logprobs) 
         raise
     except TffeduError as e:               # a SamplingParams rule (top_p = 0, ...), said its way
         raise RequestError(str(e)) from None
-    opts = body.get("stream_options")
+    stream, opts = _get(body, "stream", bool, False), body.get("stream_options")
     if opts is not None and not isinstance(opts, dict):
         raise RequestError(f"'stream_options' must be an object, got {_short(opts)}", "stream_options")
-    stream = _get(body, "stream", bool, False)
+    if opts is not None and not stream:            # OpenAI's 400 (and vLLM's): options of no stream
+        raise RequestError("'stream_options' is only allowed when 'stream' is true", "stream_options")
     return Ask(chat, prompts, n, max_tokens, params, stops, stream,
-               stream and _get(opts or {}, "include_usage", bool, False), top_logprobs,
+               _get(opts or {}, "include_usage", bool, False, parent="stream_options"), top_logprobs,
                _get(body, "ignore_eos", bool, False))
 
 
@@ -422,8 +439,9 @@ def _prompt_ids(model, p, name: str) -> list[int]:
         raise RequestError(f"'{name}': {e}", name) from None
 
 
-def parse_completion(body: dict, model) -> Ask:
-    """POST /v1/completions: `prompt` is a string, a list of token ids, or a list of either."""
+def parse_completion(body: dict, model, engine=None) -> Ask:
+    """POST /v1/completions: `prompt` is a string, a list of token ids, or a list of either.
+    `engine`: the server's, whose KV cache may hold less than a context."""
     p = body.get("prompt")
     if isinstance(p, str) or (isinstance(p, list) and p and all(isinstance(t, int) for t in p)):
         prompts = [p]
@@ -437,7 +455,7 @@ def parse_completion(body: dict, model) -> Ask:
     if model.tokenizer is None and any(isinstance(x, str) for x in prompts):
         raise RequestError("this model has no tokenizer: give the prompt as token ids", "prompt")
     k = _get(body, "logprobs", int, None, 0, MAX_TOP_LOGPROBS)
-    return _ask(body, model, [_prompt_ids(model, x, "prompt") for x in prompts], False, k)
+    return _ask(body, model, [_prompt_ids(model, x, "prompt") for x in prompts], False, k, engine)
 
 # %% ../notebooks/15_serve.ipynb #220d67a0
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -468,7 +486,7 @@ def _messages(body: dict) -> list[dict]:
     return out
 
 
-def parse_chat(body: dict, model) -> Ask:
+def parse_chat(body: dict, model, engine=None) -> Ask:
     """POST /v1/chat/completions: `messages` through the model's chat template (with
     `chat_template_kwargs`, e.g. Qwen3's {"enable_thinking": false})."""
     if model.tokenizer is None:
@@ -488,7 +506,8 @@ def parse_chat(body: dict, model) -> Ask:
     k = _get(body, "top_logprobs", int, None, 0, MAX_TOP_LOGPROBS)
     if k is not None and not want:
         raise RequestError("'top_logprobs' needs 'logprobs': true", "top_logprobs")
-    return _ask(body, model, [_prompt_ids(model, ids, "messages")], True, (k or 0) if want else None)
+    return _ask(body, model, [_prompt_ids(model, ids, "messages")], True, (k or 0) if want else None,
+                engine)
 
 # %% ../notebooks/15_serve.ipynb #680e15fe
 # --- answers: OpenAI's response objects, whole or as stream chunks ------------------------------
@@ -521,22 +540,29 @@ class Answer:
         b = self.tokenizer.token_bytes(tid)
         return b.decode("utf-8", errors="replace"), list(b)
 
-    def _logprob(self, tid: int, lp: tuple):
-        "A token's logprob entry: chat's object, or a completion's (token, logprob, top, offset) row."
+    def _logprob(self, tid: int, lp: tuple, offset: int):
+        """A token's logprob entry: chat's object, or a completion's (token, logprob, top, offset)
+        row, offset where its text begins in the choice's text."""
         (logprob, top), (text, raw) = lp, self._token(tid)
         if self.ask.chat:
             alts = [dict(zip(("token", "bytes"), self._token(a)), logprob=v) for a, v in top]
             return {"token": text, "logprob": logprob, "bytes": raw, "top_logprobs": alts}
-        return text, logprob, {self._token(a)[0]: v for a, v in top}
+        # OpenAI's legacy completions key top_logprobs by token text, so tokens of one text (the
+        # bytes of a character, each U+FFFD alone; padded rows' "") share a key and the dict may
+        # hold fewer than k: the shape clients parse. A key keeps its likeliest token (`top` is
+        # best first), so a greedy token's own text shows its own logprob.
+        alts: dict[str, float] = {}
+        for a, v in top:
+            alts.setdefault(self._token(a)[0], v)
+        return text, logprob, alts, offset
 
-    def _logprobs_object(self, rows: list, offset: int):
+    def _logprobs_object(self, rows: list):
         if self.ask.top_logprobs is None:
             return None
         if self.ask.chat:
             return {"content": rows}
-        offsets = [offset + sum(len(t) for t, _, _ in rows[:k]) for k in range(len(rows))]
-        return {"tokens": [t for t, _, _ in rows], "token_logprobs": [v for _, v, _ in rows],
-                "top_logprobs": [d for _, _, d in rows], "text_offset": offsets}
+        tokens, values, tops, offsets = map(list, zip(*rows)) if rows else ([], [], [], [])
+        return {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
 
     def _envelope(self, choices: list, usage=None) -> dict:
         obj = dict(id=self.id, object=("chat.completion.chunk" if self.ask.chat else "text_completion"),
@@ -564,17 +590,17 @@ def update(self: Answer, i: int, ev: Event) -> dict | None:
     piece, rows = "", []
     if ev.token is not None:
         self.tokens[i].append(ev.token)
+        start = len(self.texts[i].full)         # where the token's text begins (text_offset)
         piece = self.texts[i].push(ev.token)
         if ev.logprob is not None:
-            rows.append(self._logprob(ev.token, ev.logprob))
-    offset = self.texts[i].sent - len(piece)
+            rows.append(self._logprob(ev.token, ev.logprob, start))
     if ev.finish is not None:
-        piece += self.texts[i].finish()
-        self.finish[i] = FINISH_REASONS.get(ev.finish, ev.finish)
+        piece += self.texts[i].finish()     # a stop string cut the text: "stop", even at max_tokens
+        self.finish[i] = "stop" if self.texts[i].stopped else FINISH_REASONS.get(ev.finish, ev.finish)
     self.logprobs[i] += rows
     if not (piece or rows or ev.finish):
         return None
-    lp = self._logprobs_object(rows, offset) if rows else None
+    lp = self._logprobs_object(rows) if rows else None
     if self.ask.chat:
         choice = {"index": i, "delta": {"content": piece} if piece else {}, "logprobs": lp,
                   "finish_reason": self.finish[i]}
@@ -600,7 +626,7 @@ def whole(self: Answer) -> dict:
     "The response of a request that did not stream."
     choices = []
     for i, ts in enumerate(self.texts):
-        lp = self._logprobs_object(self.logprobs[i], 0)
+        lp = self._logprobs_object(self.logprobs[i])
         if self.ask.chat:
             choices.append({"index": i, "message": {"role": "assistant", "content": ts.text},
                             "logprobs": lp, "finish_reason": self.finish[i]})
@@ -683,6 +709,28 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _parse_int(s: str) -> int:
+    "A JSON integer; one past Python's digit limit is said plainly, not with advice to call sys.*."
+    try:
+        return int(s)
+    except ValueError:
+        digits = len(s.lstrip("-"))
+        raise ValueError(f"a number of {digits} digits is too long (at most "
+                         f"{sys.get_int_max_str_digits()})") from None
+
+
+def _loads(raw: bytes):
+    "json.loads without NaN or Infinity, and an integer too long for Python said plainly."
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except ValueError as e:
+        if type(e) is not ValueError:          # JSONDecodeError, UnicodeDecodeError: as they are
+            raise
+        # Python's int() refused a number (its message tells a programmer what to call): parse again
+        # with _parse_int, slower but only for a body that is refused anyway, to say it plainly
+        return json.loads(raw, parse_constant=_reject_constant, parse_int=_parse_int)
+
+
 def _sse(obj) -> str:
     "One server-sent event: a line `data: <json>` and a blank line."
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
@@ -722,7 +770,7 @@ class Service:
             if len(raw) > MAX_BODY_BYTES:
                 raise RequestError(f"the body is more than {MAX_BODY_BYTES} bytes", status=413)
         try:
-            body = json.loads(bytes(raw), parse_constant=_reject_constant)
+            body = _loads(bytes(raw))
         except (ValueError, RecursionError) as e:   # UnicodeDecodeError and JSONDecodeError included
             raise RequestError(f"the body is not valid JSON: {str(e)[:200]}") from None
         if not isinstance(body, dict):
@@ -734,7 +782,7 @@ class Service:
 async def generate(self: Service, request, parse):
     "POST /v1/completions and /v1/chat/completions: `parse` is parse_completion or parse_chat."
     body = await self.read_body(request)
-    ask = await asyncio.to_thread(parse, body, self.model)   # tokenizing a long prompt takes a while
+    ask = await asyncio.to_thread(parse, body, self.model, self.loop.engine)   # tokenizing takes a while
     queue: asyncio.Queue = asyncio.Queue()
     jobs, answer = ask.jobs(queue, asyncio.get_running_loop()), Answer(ask, self.model, self.model_id)
     self.loop.submit(jobs)
@@ -742,12 +790,14 @@ async def generate(self: Service, request, parse):
         return StreamingResponse(self.stream(answer, queue, jobs), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
     try:
+        asked = time.perf_counter()
         while not answer.done:
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 answer.update(*await asyncio.wait_for(queue.get(), 1.0))
-            except asyncio.TimeoutError:
+            if time.perf_counter() - asked > 1.0:      # every second, while tokens come or not
                 if await request.is_disconnected():
                     return Response(status_code=499)   # nobody reads it; `finally` frees the pages
+                asked = time.perf_counter()
     finally:
         self.loop.cancel(jobs)
     return error_response(500, answer.error) if answer.error else JSONResponse(answer.whole())
@@ -795,7 +845,8 @@ def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model
     app.state.service = svc
     app.add_exception_handler(RequestError, lambda req, e: error_response(e.status, str(e), e.param, e.code))
     app.add_exception_handler(HTTPException,       # unknown paths (404), wrong methods (405)
-                              lambda req, e: error_response(e.status_code, f"{req.method} {req.url.path}: {e.detail}"))
+                              lambda req, e: error_response(e.status_code,
+                                                            f"{req.method} {_short(req.url.path)}: {e.detail}"))
     app.add_exception_handler(Exception,           # a bug: still OpenAI's shape (and logged)
                               lambda req, e: error_response(500, f"internal error: {type(e).__name__}: {e}"))
 
@@ -807,10 +858,20 @@ def make_app(model, engine: Engine | None = None, *, max_queue: int = 256, model
     async def chat_completions(request: HTTPRequest):
         return await svc.generate(request, parse_chat)
 
+    def model_card() -> dict:
+        return {"id": svc.model_id, "object": "model", "created": 0, "owned_by": "tffedu",
+                "max_model_len": _limit(model, svc.loop.engine, model.n_ctx)[0]}
+
     @app.get("/v1/models")
     async def models():
-        return {"object": "list", "data": [{"id": svc.model_id, "object": "model", "created": 0,
-                                            "owned_by": "tffedu", "max_model_len": model.n_ctx}]}
+        return {"object": "list", "data": [model_card()]}
+
+    @app.get("/v1/models/{model_id:path}")     # :path, an id may hold a slash (org/name)
+    async def retrieve_model(model_id: str):
+        if model_id != svc.model_id:
+            return error_response(404, f"the model {_short(model_id)} does not exist: this server "
+                                       f"serves {_short(svc.model_id)}", code="model_not_found")
+        return model_card()
 
     @app.get("/health")
     async def health():
