@@ -104,6 +104,18 @@ def test_stop_string(pair):
     assert stop in out.text
 
 
+def test_a_stop_the_last_token_completes_is_a_stop(pair):
+    "max_new_tokens reached by the very token that completes a stop string: 'stop' (OpenAI's rule)."
+    _, m, _ = pair
+    prompt = "one two three"
+    greedy = m.generate(prompt, max_new_tokens=12)
+    dec = m.tokenizer.decode
+    stop = dec(greedy.tokens[:6])[-2:]
+    n = next(i for i in range(12) if stop in dec(greedy.tokens[:i + 1])) + 1    # where it is completed
+    out = m.generate(prompt, max_new_tokens=n, stop=stop)
+    assert out.tokens == greedy.tokens[:n] and out.stop_reason == "stop"
+
+
 def test_callback_batch_and_zero_tokens(pair):
     _, m, _ = pair
     out = m.generate([3, 4], max_new_tokens=5)

@@ -660,10 +660,10 @@ def _verify(self: Engine, req: Request, ids, logits) -> list[int]:
 def _maybe_finish(self: Engine, req: Request, tok: int, now: float) -> None:
     if tok in self.model.eos_ids and not req.ignore_eos:
         req.finish_reason = "eos"
+    elif req.stops and _stopped(self.model, req):     # before length: the last token may complete it
+        req.finish_reason = "stop"
     elif req.n_generated >= req.max_new_tokens:
         req.finish_reason = "length"
-    elif req.stops and _stopped(self.model, req):
-        req.finish_reason = "stop"
     if req.done:
         req.t_done = now
         self.scheduler.remove(req)
