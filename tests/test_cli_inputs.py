@@ -139,6 +139,13 @@ def test_bad_flags(files, capsys, monkeypatch, cmd, extra):
     assert code == 2 and out == ""
 
 
+def test_flag_values_take_any_case(files, capsys, monkeypatch):
+    "--device CPU and --kv-dtype f32 are --device cpu and --kv-dtype F32, as load() takes them."
+    code, out, err = run_main(capsys, monkeypatch, SUBCOMMANDS["generate"](files["good"]) + ["--device", "CPU",
+                                                                                             "--kv-dtype", "f32"])
+    assert code in (0, None) and out and "error" not in err, err
+
+
 def test_no_subcommand(capsys, monkeypatch):
     code, _, err = run_main(capsys, monkeypatch, [])
     assert code == 2 and "(see tffedu -h)" in one_line_error(code, err)

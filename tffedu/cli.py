@@ -277,9 +277,9 @@ def build_parser():
 
     def model_args(sp):
         sp.add_argument("-m", "--model", help="GGUF file or HF folder (default: SmolLM2-135M-Instruct)")
-        sp.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+        sp.add_argument("--device", type=str.lower, choices=["cpu", "cuda"], default="cpu")
         sp.add_argument("--kv-dtype", type=str.upper, choices=KV_DTYPES, default=None,
-                        help="the K/V cache's type (default: F32 on the CPU, F16 on the GPU; Q8_0: 8 bits, on the CPU)")
+                        help="the K/V cache's type (default: F32 on the CPU, F16 on the GPU; Q8_0: 8-bit pages, about half of F16's bytes)")
 
     def spec_arg(sp):
         sp.add_argument("--spec", type=_spec, default=None, metavar="ngram|draft:PATH",
