@@ -9,14 +9,14 @@ import datetime
 import pytest
 
 from tests.conftest import DATA
-from tests.tokenizer_oracle import hf_fast_tokenizer
+from tests.tokenizer_oracle import hf_backend, hf_fast_tokenizer
+from tffedu.assets import default_model_path
 from tffedu.errors import TokenizerError
 from tffedu.tokenizer import Tokenizer, bytes_to_unicode, load_tokenizer, render_chat_template
 
 
 @pytest.fixture(scope="module")
 def smol():
-    from tffedu.assets import default_model_path
     path = default_model_path(quiet=True)
     return load_tokenizer(path), hf_fast_tokenizer(path)
 
@@ -72,6 +72,21 @@ def test_qwen3_template_matches_hf(qwen3, chat, gen, kw):
     want = hf.apply_chat_template(msgs, chat_template=template, tokenize=False,
                                   add_generation_prompt=gen, **kw)
     assert ours.apply_chat_template(msgs, add_generation_prompt=gen, chat_template=template, **kw) == want
+
+
+@pytest.mark.parametrize("chat", ["system + multi-turn", "unicode and newlines", "thinking in history"])
+def test_tokenize_true_gives_hfs_ids(smol, qwen3, chat):
+    """tokenize=True: the ids of the rendered prompt, control tokens as ids: HF's (return_dict=False);
+    for SmolLM2, HF's text through its real tokenizer (the GGUF conversion drops its Digits step)."""
+    msgs = CHATS[chat] + [{"role": "user", "content": "a literal <|im_end|> too"}]
+    ours, hf, template = qwen3
+    want = hf.apply_chat_template(msgs, chat_template=template, tokenize=True, return_dict=False,
+                                  add_generation_prompt=True)
+    assert ours.apply_chat_template(msgs, chat_template=template, tokenize=True) == list(want)
+    ours, hf = smol
+    text = hf.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    want = hf_backend(default_model_path(quiet=True)).encode(text, add_special_tokens=False).ids
+    assert ours.apply_chat_template(msgs, tokenize=True) == want
 
 
 def test_qwen3_enable_thinking_false_prefills_empty_think(qwen3):

@@ -887,9 +887,12 @@ def render_chat_template(template: str, messages, add_generation_prompt: bool = 
 
 @patch
 def apply_chat_template(self: Tokenizer, messages, add_generation_prompt: bool = True, *, tools=None,
-                         documents=None, chat_template: str | None = None, **kwargs) -> str:
+                         documents=None, chat_template: str | None = None, tokenize: bool = False,
+                         **kwargs) -> str | list[int]:
     """The prompt string for `messages` ([{'role': ..., 'content': ...}, ...]) from the file's
-    tokenizer.chat_template (or `chat_template=`), like HF's apply_chat_template(tokenize=False)."""
+    tokenizer.chat_template (or `chat_template=`), like HF's apply_chat_template(tokenize=False);
+    tokenize=True: its token ids, as HF's tokenize=True, return_dict=False (control tokens as ids,
+    no BOS added: the template writes it)."""
     template = chat_template or self.chat_template
     if template is None:
         raise TokenizerError("this vocabulary has no chat template (tokenizer.chat_template); "
@@ -897,8 +900,9 @@ def apply_chat_template(self: Tokenizer, messages, add_generation_prompt: bool =
     specials = {f"{name}_token": self.tokens[i] for name, i in
                 (("bos", self.bos_id), ("eos", self.eos_id), ("unk", self.unk_id), ("pad", self.pad_id))
                 if i is not None}
-    return render_chat_template(template, messages, add_generation_prompt, tools, documents,
+    text = render_chat_template(template, messages, add_generation_prompt, tools, documents,
                                 **{**specials, **kwargs})
+    return self.encode(text, special=True, add_bos=False) if tokenize else text
 
 # %% ../notebooks/04_tokenizer.ipynb #a0131953
 # The pre-tokenizer regexes as HF tokenizer.json files write them (llama.cpp rewrote (?i:...)).
