@@ -117,6 +117,15 @@ def test_bench_prints_rates(tiny):
     assert [x["test"] for x in rows] == ["tg8@d16"] and rows[0]["tps"] > 0 and rows[0]["reps"] == 2
 
 
+def test_bench_names_the_context_its_tests_need(tiny):
+    "A depth past the context: one line naming bench's flags and --n-ctx; --n-ctx sizes the context."
+    r = tffedu_cmd("bench", "-m", tiny, "-p", "0", "-n", "8", "-d", "300")
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "-d 300" in r.stderr and "need 310 tokens" in r.stderr and "--n-ctx" in r.stderr
+    r = tffedu_cmd("bench", "-m", tiny, "-p", "0", "-n", "8", "-d", "16", "-r", "1", "--n-ctx", "26", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["test"] == "tg8@d16", r.stderr
+
+
 def test_cuda_device_is_a_clear_error_without_the_gpu_runtime(tiny):
     r = tffedu_cmd("generate", "-m", tiny, "-p", "x", "--device", "cuda")
     assert r.returncode == 1 and "cuda" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -77,7 +77,8 @@ def _model_path(path):
 
 def _load(args):
     from .engine import engine_of, load   # the engine adds Model.stream / generate_batch
-    model = load(_model_path(args.model), device=args.device, kv_dtype=args.kv_dtype)
+    model = load(_model_path(args.model), device=args.device, kv_dtype=args.kv_dtype,
+                 n_ctx=getattr(args, "n_ctx", None))
     engine_of(model, max_batch=1)         # one conversation: a KV cache for one sequence
     return model
 
@@ -197,6 +198,12 @@ def bench(model, p: int = 512, n: int = 128, depth: int = 0, reps: int = 3,
     captured), then `reps` times; rows {test, tps (mean), std, reps}."""
     import numpy as np
     from .engine import Engine
+    from .errors import ContextOverflowError
+    need = max(p + 1 if p else 0, depth + n + 2 if n else 0)   # a prompt and its token; depth + 1, then n + 1
+    if need > model.n_ctx:
+        raise ContextOverflowError(f"bench: -p {p}, -d {depth} and -n {n} need {need} tokens of context, the "
+                                   f"model holds {model.n_ctx} (--n-ctx sets it, up to the trained "
+                                   f"{model.config.context_length})")
     V = model.config.vocab_size
     rng = np.random.default_rng(0)
     # the pp prompt in one step (no chunked prefill); a deep tg context in chunks of BENCH_FILL, as
@@ -319,6 +326,8 @@ def build_parser():
     b.add_argument("-n", type=_nonneg_int, default=128, help="decode tokens (default 128; 0: no decode test)")
     b.add_argument("-d", "--depth", type=_nonneg_int, default=0, help="context tokens before decoding (default 0)")
     b.add_argument("-r", "--reps", type=_positive_int, default=3, help="repetitions (default 3)")
+    b.add_argument("--n-ctx", type=_positive_int, default=None,
+                   help="context tokens (default: the trained context, at most 8192; a deep -d needs more)")
     b.add_argument("--no-cuda-graphs", action="store_true", help="launch decode steps eagerly (to compare)")
     b.add_argument("--json", action="store_true", help="one JSON list of rows on stdout")
     b.set_defaults(fn=cmd_bench)
