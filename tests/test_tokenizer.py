@@ -1,7 +1,7 @@
 """tffedu.tokenizer against HF `tokenizers` built by transformers from the same GGUF files.
 
 Vocabularies: Qwen2/Qwen3 (`qwen2`), Llama 3 (`llama-bpe`) from tests/data, SmolLM2 (`smollm`)
-from the default model. The oracle is tests/tokenizer_oracle.py (transformers' GGUF converter, cached).
+from the default model, and Llama 3's vocabulary under the `tekken` and `smaug-bpe` pre-tokenizers. The oracle is tests/tokenizer_oracle.py (transformers' GGUF converter, cached).
 """
 import json
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import DATA
-from tests.tokenizer_oracle import hf_backend, hf_fast_tokenizer
+from tests.tokenizer_oracle import hf_backend, hf_fast_tokenizer, vocab_with_pre
 from timing import Stopwatch
 from tffedu.errors import TffeduError, TokenizerError
 from tffedu.tokenizer import (PRE_TOKENIZERS, Tokenizer, TokenType, bpe, bytes_to_unicode,
@@ -25,6 +25,10 @@ PATHS = {
     "qwen2": lambda: DATA / "ggml-vocab-qwen2.gguf",
     "llama-bpe": lambda: DATA / "ggml-vocab-llama-bpe.gguf",
     "smollm": _smollm_path,
+    # Llama 3's vocabulary under two other pre-tokenizers: Mistral's Tekken, and Smaug's (Llama 3's
+    # regex without ignore_merges); the oracle is transformers' converter for those names
+    "tekken": lambda: vocab_with_pre(DATA / "ggml-vocab-llama-bpe.gguf", "tekken"),
+    "smaug-bpe": lambda: vocab_with_pre(DATA / "ggml-vocab-llama-bpe.gguf", "smaug-bpe"),
 }
 VOCABS = list(PATHS)
 

@@ -46,10 +46,10 @@ def hf_fast_tokenizer(gguf_path):
 
 # transformers' GGUF converter leaves out two things the models' own tokenizer.json files have (and
 # llama.cpp applies, keyed on tokenizer.ggml.pre); we put them back so the oracle is the real tokenizer:
-# - Llama 3 (Meta's tokenizer.json): "ignore_merges": true in the BPE model;
+# - Llama 3 (Meta's tokenizer.json) and Mistral's Tekken: "ignore_merges": true in the BPE model;
 # - SmolLM / StarCoder (HuggingFaceTB's tokenizer.json): a Digits(individual_digits) pre-tokenizer
 #   before ByteLevel. Without it "\n\n0" gives [Ċ, Ċ, 0] instead of SmolLM2's [ĊĊ, 0].
-IGNORE_MERGES_PRE = {"llama-bpe", "llama3", "llama-v3"}
+IGNORE_MERGES_PRE = {"llama-bpe", "llama3", "llama-v3", "tekken"}
 DIGITS_FIRST_PRE = {"smollm", "starcoder"}
 
 
@@ -73,3 +73,25 @@ def hf_backend(gguf_path):
     else:
         return backend
     return HFTokenizer.from_str(json.dumps(spec))
+
+
+def vocab_with_pre(gguf_path, pre: str) -> pathlib.Path:
+    """A copy of the vocabulary-only GGUF `gguf_path` whose tokenizer.ggml.pre is `pre` (under
+    tmp/vocab/, with the source's modification time, so the oracle's cache finds it next time):
+    another pre-tokenizer's words over a real vocabulary of merges."""
+    import struct
+    src = pathlib.Path(gguf_path)
+    out = ROOT / "tmp" / "vocab" / f"{src.stem}-as-{pre}.gguf"
+    if not out.is_file():
+        raw = src.read_bytes()
+        key = b"tokenizer.ggml.pre"
+        at = raw.index(struct.pack("<Q", len(key)) + key) + 8 + len(key)   # the value: type, length, text
+        assert struct.unpack_from("<I", raw, at)[0] == 8, "a string"
+        n = struct.unpack_from("<Q", raw, at + 4)[0]
+        value = pre.encode()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        part = out.with_suffix(f".{os.getpid()}.part")
+        part.write_bytes(raw[:at + 4] + struct.pack("<Q", len(value)) + value + raw[at + 12 + n:])
+        os.utime(part, (src.stat().st_atime, src.stat().st_mtime))
+        os.replace(part, out)                        # atomic: parallel runs never read half a file
+    return out

@@ -75,6 +75,11 @@ _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
 _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+"
            r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2 = _LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")  # Qwen: every digit is its own word
+# Mistral's Tekken (Nemo, Small 3): a word is an upper-case run and a lower-case run (tokenizer.json's
+# regex; llama.cpp spells the letter classes with lookaheads, which `regex` does not need)
+_TEKKEN = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+           r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+           r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,8 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {p.name: p for p in [
     _DEFAULT,
     PreTokenizer("gpt-2", (_GPT2,)),
     PreTokenizer("llama-bpe", (_LLAMA3,), ignore_merges=True),
+    PreTokenizer("smaug-bpe", (_LLAMA3,)),            # Llama 3's words, every merge applied
+    PreTokenizer("tekken", (_TEKKEN,), ignore_merges=True),
     PreTokenizer("qwen2", (_QWEN2,)),
     PreTokenizer("smollm", (r"\p{N}", _GPT2)),
 ]}
@@ -909,12 +916,13 @@ def apply_chat_template(self: Tokenizer, messages, add_generation_prompt: bool =
 _HF_SPLIT_REGEXES = {
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "llama-bpe",
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen2",
-    _LLAMA3: "llama-bpe", _QWEN2: "qwen2",
+    _LLAMA3: "llama-bpe", _QWEN2: "qwen2", _TEKKEN: "tekken",
 }
 
 
-def _hf_pre_name(pre: dict | None) -> str:
-    "Which of our pre-tokenizers a tokenizer.json `pre_tokenizer` describes (TokenizerError if none)."
+def _hf_pre_name(pre: dict | None, ignore_merges: bool = False) -> str:
+    """Which of our pre-tokenizers a tokenizer.json `pre_tokenizer` (and its BPE model's
+    `ignore_merges`) describes (TokenizerError if none)."""
     steps = pre.get("pretokenizers", []) if isinstance(pre, dict) and pre.get("type") == "Sequence" else [pre]
     if not isinstance(steps, list) or not all(s is None or isinstance(s, dict) for s in steps):
         raise TokenizerError(f"tokenizer.json: pre_tokenizer {json.dumps(pre)[:200]} is not a list of objects")
@@ -929,9 +937,9 @@ def _hf_pre_name(pre: dict | None) -> str:
         pattern = steps[0].get("pattern")
         name = _HF_SPLIT_REGEXES.get(pattern.get("Regex")) if isinstance(pattern, dict) else None
         if name and steps[0].get("behavior") == "Isolated" and not steps[0].get("invert"):
-            return name
+            return "smaug-bpe" if name == "llama-bpe" and not ignore_merges else name
     raise TokenizerError(f"tokenizer.json: pre_tokenizer {json.dumps(pre)[:200]} is not one tffedu "
-                         f"knows (gpt-2, smollm, llama-bpe, qwen2)")
+                         f"knows (gpt-2, smollm, llama-bpe, smaug-bpe, qwen2, tekken)")
 
 
 MAX_TOKENIZER_JSON = 256 << 20   # the largest real tokenizer.json files are ~35 MB
@@ -1056,7 +1064,7 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
     if spm:
         tok = _model_class("llama").from_tokenizer_json(spec, tokens, types, where, **ids)
     else:
-        tok = cls(tokens, types, model.get("merges") or (), _hf_pre_name(spec.get("pre_tokenizer")), **ids)
+        tok = cls(tokens, types, model.get("merges") or (), _hf_pre_name(spec.get("pre_tokenizer"), model.get("ignore_merges") is True), **ids)
     extra = gen.get("eos_token_id")
     extra = extra if isinstance(extra, list) else [] if extra is None else [extra]
     for i in extra:
