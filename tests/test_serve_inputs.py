@@ -107,6 +107,8 @@ BAD = [
     ("/v1/chat/completions", {"messages": MSG, "chat_template_kwargs": [1]}, 400, "chat_template_kwargs"),
     ("/v1/chat/completions", {"messages": MSG, "chat_template_kwargs": {"messages": []}}, 400, "chat_template_kwargs"),
     ("/v1/chat/completions", {"messages": MSG, "tools": [{"type": "function"}]}, 400, "tools"),
+    ("/v1/chat/completions", {"messages": MSG + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}, 400, "messages[1]"),
     ("/v1/chat/completions", {"messages": MSG, "response_format": {"type": "json_object"}}, 400, "response_format"),
 ]
 

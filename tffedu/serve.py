@@ -472,6 +472,8 @@ def _messages(body: dict) -> list[dict]:
         if not isinstance(m, dict) or m.get("role") not in _ROLES:
             raise RequestError(f"'{where}' must be an object with a 'role' in {list(_ROLES)}, got "
                                f"{_short(m)}", where)
+        if m.get("tool_calls") not in (None, []):     # 'tools' is refused too: no call to replay
+            raise RequestError(f"'{where}.tool_calls': tool calls are not supported", where)
         c = m.get("content")
         if isinstance(c, list):          # content parts: text only
             if not all(isinstance(x, dict) and x.get("type") == "text" and isinstance(x.get("text"), str)
