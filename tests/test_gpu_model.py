@@ -1,7 +1,7 @@
 """A whole model on the GPU (chapter 13, issue 9), against HF transformers float32 and the CPU.
 
 * random Qwen3, Llama, Qwen2, Mistral (windows shorter than the test's 60 tokens) and Gemma 3 models
-  of several shapes and weight types: GPU logits vs HF's (relative
+  of several shapes and weight types (those no kernel reads, Q3_K or IQ2_XXS, dequantized to F16): GPU logits vs HF's (relative
   error and argmax agreement), GPU greedy text vs HF's greedy text;
 * real weights: SmolLM2 cut to its first blocks (`tools/cut_gguf.py`; HF loads the same file):
   teacher-forced top-1 agreement with HF >= 98 %;
@@ -52,6 +52,12 @@ SHAPES = [
     ("qwen2 h96 6/2 hd16 Q5_1", lambda: tiny_qwen2(hidden=96, heads=6, kv_heads=2, ffn=160, seed=14), "Q5_1", 3e-2),
     ("qwen3 h64 8/2 hd32 fallbacks Q4_K_M", lambda: tiny_qwen3(hidden=64, heads=8, kv_heads=2, head_dim=32, ffn=256,
                                                                seed=15), "Q4_K_M", 3e-2),
+    # formats no kernel reads: dequantized to F16 at load (with Q4_0 / Q5_K rows that are read as stored)
+    ("qwen3 h256 4/2 hd64 Q3_K_M", lambda: tiny_qwen3(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=320,
+                                                      seed=21), "Q3_K_M", 3e-2),
+    ("llama h256 4/2 hd64 IQ4_XS", lambda: tiny_llama(hidden=256, heads=4, kv_heads=2, ffn=512, seed=22), "IQ4_XS", 3e-2),
+    ("qwen3 h256 4/2 hd64 IQ2_XXS", lambda: tiny_qwen3(hidden=256, heads=4, kv_heads=2, head_dim=64, ffn=512,
+                                                       seed=23), "IQ2_XXS", 3e-2),
     # sliding windows (chapter 08a) and Gemma 3 (chapter 08c): windows far shorter than 60 tokens
     ("mistral h128 4/2 hd32 window 5 F32", lambda: tiny_mistral(hidden=128, heads=4, kv_heads=2, ffn=256, window=5,
                                                                  seed=16), "F32", 3e-3),
