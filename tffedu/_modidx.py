@@ -974,6 +974,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                     'tffedu.safetensors._shard_files': ('safetensors.html#_shard_files', 'tffedu/safetensors.py'),
                                     'tffedu.safetensors._split_gate_up': ('safetensors.html#_split_gate_up', 'tffedu/safetensors.py'),
                                     'tffedu.safetensors._stack_experts': ('safetensors.html#_stack_experts', 'tffedu/safetensors.py'),
+                                    'tffedu.safetensors._unique_keys': ('safetensors.html#_unique_keys', 'tffedu/safetensors.py'),
                                     'tffedu.safetensors.gguf_name': ('safetensors.html#gguf_name', 'tffedu/safetensors.py'),
                                     'tffedu.safetensors.inspect_hf': ('safetensors.html#inspect_hf', 'tffedu/safetensors.py'),
                                     'tffedu.safetensors.natural_order': ('safetensors.html#natural_order', 'tffedu/safetensors.py'),

@@ -40,6 +40,10 @@ class Arch:
     hf_names: tuple = ()             # (HF name pattern, GGUF name) pairs before chapter 03c's common table
     wide_scale_layers: tuple = ()    # layer counts whose GGUF query scale is 1/sqrt(hidden/n_head) (llama.cpp)
     moe: bool = False                # its creator runs a mixture of experts where a config has them (08d)
+    hf_act: tuple = ("hidden_act", ("silu", "swish"))   # config.json key of the feed-forward's activation,
+                                     # and the names transformers gives the one its creator computes
+    hf_tied: bool = False            # tie_word_embeddings when config.json has no such key: transformers'
+                                     # default for the model type (4.x wrote only keys off the defaults)
 
 
 ATTN_PROJ = ("attn_q", "attn_k", "attn_v", "attn_output")   # the attention's projections (GGUF names)
@@ -54,6 +58,7 @@ ARCHS = {a.name: a for a in [
          moe=True),
     Arch("gemma3", ("gemma3_text",), rope_type="neox", creator="gemma3.Gemma3Creator", qk_norm=True,
          post_norms=True, full_every=6, rope_base_swa=10000.0, hf_norm_shift=1.0, wide_scale_layers=(62,),
+         hf_act=("hidden_activation", ("gelu_pytorch_tanh",)), hf_tied=True,
          hf_names=((r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"blk.\1.post_attention_norm.weight"),
                    (r"model\.layers\.(\d+)\.pre_feedforward_layernorm\.weight", r"blk.\1.ffn_norm.weight"),
                    (r"model\.layers\.(\d+)\.post_feedforward_layernorm\.weight", r"blk.\1.post_ffw_norm.weight"))),
@@ -353,6 +358,11 @@ _HF_REFUSED = (   # config.json switches whose models tffedu would compute wrong
 )
 
 
+# model types whose `sliding_window` transformers applies (Llama's modeling code has no window; Qwen's
+# only with `use_sliding_window`, refused above): elsewhere the key means nothing
+_HF_WINDOWED = ("mistral", "gemma3_text")
+
+
 def _hf_rope(cfg: dict, source: str) -> tuple[dict, dict]:
     """(RoPE parameters of the layers that see everything, of the windowed ones) from transformers 5's
     `rope_parameters`: one set for all layers, or one per layer type (Gemma 3)."""
@@ -416,8 +426,11 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     for name, default, why in _HF_REFUSED:
         if get(name, type(default), default) != default:
             raise ConfigError(f"{source}: {name!r} is {'true' if cfg[name] is True else _short(cfg[name])}, and {why}")
-    # Mistral's window: `sliding_window` alone (null: none); beside Qwen2's switch, off, it means nothing
-    window = 0 if "use_sliding_window" in cfg else get("sliding_window", int, 0)
+    key, acts = a.hf_act       # transformers computes the MLP with ACT2FN[config.<key>]
+    if cfg.get(key) is not None and cfg[key] not in acts:
+        raise ConfigError(f"{source}: {key!r} is {_short(cfg[key])}, and tffedu's {a.name} feed-forward "
+                          f"computes {acts[0]}")
+    window = get("sliding_window", int, 0) if mt in _HF_WINDOWED else 0   # null: none
     bias = ATTN_PROJ if get("attention_bias", bool, False) else a.attn_bias
     hidden, n_head = get("hidden_size"), get("num_attention_heads")
     if n_head < 1:    # before hidden // n_head
@@ -448,7 +461,7 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
             context_length=get("max_position_embeddings", int, 2048),
             rms_eps=get("rms_norm_eps", float, 1e-6), rope_base=float(theta),
             rope_dim=head_dim,                                  # rope_type, qk_norm: the arch's
-            tied_embeddings=get("tie_word_embeddings", bool, False),
+            tied_embeddings=get("tie_word_embeddings", bool, a.hf_tied),
             attn_bias=bias, sliding_window=window, full_layers=full, rope_base_swa=base_swa,
             attn_scale=0.0 if qs in (0, head_dim) else qs ** -0.5, n_expert=n_expert,
             n_expert_used=get("num_experts_per_tok", int, 0) if n_expert else 0,

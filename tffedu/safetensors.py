@@ -109,7 +109,7 @@ def _parse(self: SafetensorsFile, size: int):
         self._fail(f"header length {n} at byte 0 does not fit in the {size}-byte file "
                    f"(or exceeds {MAX_HEADER})")
     try:
-        header = json.loads(self._mm[8:8 + n].decode("utf-8"))
+        header = json.loads(self._mm[8:8 + n].decode("utf-8"), object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:   # deep nesting: RecursionError
         self._fail(f"the JSON header (bytes 8..{8 + n}) is not valid: {type(e).__name__}: {e}")
     if not isinstance(header, dict):
@@ -123,6 +123,23 @@ def _parse(self: SafetensorsFile, size: int):
     for (b0, e0, n0), (b1, _, n1) in zip(spans, spans[1:]):
         if b1 < e0:
             self._fail(f"tensors {n0!r} and {n1!r} overlap (bytes {b1}..{e0})")
+    end = 0         # as the safetensors library: the data covered end to end, no gap, nothing after
+    for b, e, name in ((b - 8 - n, e - 8 - n, name) for b, e, name in spans):
+        if b > end:
+            self._fail(f"bytes {end}..{b} of the data belong to no tensor (a gap before {name!r})")
+        end = max(end, e)
+    if end < size - 8 - n:
+        self._fail(f"bytes {end}..{size - 8 - n} of the data belong to no tensor (the file runs on "
+                   f"past its last tensor)")
+
+
+def _unique_keys(pairs: list) -> dict:
+    "A JSON object's pairs as a dict; ValueError for a key written twice (which tensor would it be?)."
+    d = dict(pairs)
+    if len(d) < len(pairs):
+        seen = set()
+        raise ValueError(f"{next(k for k, _ in pairs if k in seen or seen.add(k))[:80]!r} appears twice")
+    return d
 
 
 @patch

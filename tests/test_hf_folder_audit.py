@@ -1,0 +1,145 @@
+"""HF folders as people have them, against transformers loading the same folder (float32): config.json
+keys that transformers fills in or ignores per model type, and safetensors headers the reference
+library (safetensors' own reader) refuses."""
+import json
+import struct
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import tffedu
+from tffedu.errors import ConfigError, SafetensorsError
+from tffedu.safetensors import SafetensorsFile
+from hf_models import hf_logits, rel_err, tiny_gemma3, tiny_llama, tiny_mistral, tiny_qwen3
+
+TOL = 1e-4
+PROMPT = [11, 250, 3, 499, 17, 17, 64, 128, 5, 300, 42]    # 11 tokens: longer than the windows below
+
+
+def _edit_config(folder, **changes):
+    "Rewrite config.json: a value of None removes the key."
+    p = folder / "config.json"
+    cfg = json.loads(p.read_text())
+    for k, v in changes.items():
+        if v is None:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    p.write_text(json.dumps(cfg))
+
+
+def _hf(folder):
+    "transformers' own model of the folder (what `AutoModelForCausalLM.from_pretrained` makes of it)."
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+
+
+def test_gemma3_tied_folder_without_the_key(tmp_path):
+    """transformers 4.x wrote config.json as the difference from the defaults: a tied Gemma 3 (whose
+    class default is tied, google/gemma-3-1b-it) has no `tie_word_embeddings` key and no lm_head. HF
+    ties it; tffedu must too, not ask for an output.weight."""
+    tiny_gemma3(seed=3).save_pretrained(tmp_path)
+    _edit_config(tmp_path, tie_word_embeddings=None, rope_parameters=None, layer_types=None,
+                 _sliding_window_pattern=None, rope_theta=1e6, rope_local_base_freq=1e4,
+                 sliding_window_pattern=6, transformers_version="4.50.0.dev0")
+    hf = _hf(tmp_path)
+    assert hf.config.tie_word_embeddings
+    m = tffedu.load(tmp_path)
+    assert m.config.tied_embeddings
+    assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+
+
+@pytest.mark.parametrize("build,changes", [
+    (tiny_llama, dict(sliding_window=4)),                                # Llama's code has no window
+    (tiny_qwen3, dict(sliding_window=4, use_sliding_window=None, layer_types=None)),   # off by default
+], ids=["llama", "qwen3-no-switch"])
+def test_sliding_window_transformers_ignores(tmp_path, build, changes):
+    "A `sliding_window` key that transformers' model of that type does not apply must not be applied."
+    build(seed=4).save_pretrained(tmp_path)
+    _edit_config(tmp_path, **changes)
+    hf = _hf(tmp_path)
+    m = tffedu.load(tmp_path)
+    assert m.config.sliding_window == 0
+    assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+
+
+def test_mistral_window_still_applies(tmp_path):
+    "The control: Mistral's sliding_window is applied (by HF and by tffedu)."
+    tiny_mistral(seed=5, window=4).save_pretrained(tmp_path)
+    hf = _hf(tmp_path)
+    m = tffedu.load(tmp_path)
+    assert m.config.sliding_window == 4
+    assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+
+
+@pytest.mark.parametrize("build,key,value", [
+    (tiny_llama, "hidden_act", "gelu"), (tiny_qwen3, "hidden_act", "relu"),
+    (tiny_gemma3, "hidden_activation", "silu"),
+])
+def test_other_activation_is_refused(tmp_path, build, key, value):
+    """transformers runs the MLP with the config's activation (ACT2FN[hidden_act]); tffedu's has one
+    per architecture: another must be refused, naming the key, not silently replaced."""
+    build(seed=6).save_pretrained(tmp_path)
+    _edit_config(tmp_path, **{key: value})
+    ref, plain = hf_logits(_hf(tmp_path), PROMPT), None
+    assert np.isfinite(ref).all()       # HF runs it: the folder is valid, just not ours
+    with pytest.raises(ConfigError, match=f"'{key}' is '{value}'"):
+        tffedu.load(tmp_path)
+
+
+@pytest.mark.parametrize("build,key,value", [
+    (tiny_llama, "hidden_act", "silu"), (tiny_llama, "hidden_act", "swish"),
+    (tiny_gemma3, "hidden_activation", "gelu_pytorch_tanh"), (tiny_qwen3, "hidden_act", None),
+])
+def test_own_activation_loads(tmp_path, build, key, value):
+    build(seed=7).save_pretrained(tmp_path)
+    _edit_config(tmp_path, **{key: value})
+    assert rel_err(tffedu.load(tmp_path).logits(PROMPT), hf_logits(_hf(tmp_path), PROMPT)) < TOL
+
+
+# ---- safetensors headers the reference reader refuses --------------------------------------------
+def _file(tmp_path, header: bytes, data: bytes):
+    p = tmp_path / "m.safetensors"
+    p.write_bytes(struct.pack("<Q", len(header)) + header + data)
+    return p
+
+
+F32_2 = '{"dtype":"F32","shape":[2],"data_offsets":[%d,%d]}'
+CASES = {   # name -> (header, data, our message)
+    "duplicate name": (('{"w":%s,"w":%s}' % (F32_2 % (0, 8), F32_2 % (8, 16))).encode(), bytes(16),
+                       "'w' appears twice"),
+    "gap before": (('{"w":%s}' % (F32_2 % (8, 16))).encode(), bytes(16), "bytes 0..8 of the data"),
+    "gap between": (('{"a":%s,"b":%s}' % (F32_2 % (0, 8), F32_2 % (12, 20))).encode(), bytes(20),
+                    "bytes 8..12 of the data"),
+    "trailing bytes": (('{"w":%s}' % (F32_2 % (0, 8))).encode(), bytes(16), "bytes 8..16 of the data"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_header_the_reference_reader_refuses(tmp_path, case):
+    """The safetensors library refuses these files (its header validation: every tensor name once,
+    the data covered end to end, no gap, nothing after); so must we, naming the problem."""
+    from safetensors import SafetensorError, safe_open
+    header, data, pattern = CASES[case]
+    p = _file(tmp_path, header, data)
+    with pytest.raises(SafetensorError):
+        with safe_open(str(p), "np"):
+            pass
+    with pytest.raises(SafetensorsError, match=pattern):
+        SafetensorsFile(p)
+
+
+def test_headers_the_reference_reader_takes(tmp_path):
+    "Empty tensors (several at one offset), a header padded with spaces, and a file of no tensors load."
+    from safetensors import safe_open
+    cases = [(b'{"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},'
+              b'"b":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},'
+              b'"c":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}   ', bytes(8)),
+             (b'{"__metadata__":{"format":"pt"}}', b""), (b'{}', b"")]
+    for header, data in cases:
+        p = _file(tmp_path, header, data)
+        with safe_open(str(p), "np") as ref, SafetensorsFile(p) as f:
+            assert sorted(f.tensors) == sorted(ref.keys())
+            for k in ref.keys():
+                assert np.array_equal(f.numpy(k), ref.get_tensor(k))
