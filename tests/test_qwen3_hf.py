@@ -14,6 +14,8 @@ from hf_models import hf_logits, rel_err, save_bf16, tiny_llama, tiny_qwen2, tin
 TOL = 1e-4        # max |ours - HF| relative to max |HF| (the issue's bar)
 PROMPT = [11, 250, 3, 499, 17, 17, 64, 128, 5, 300, 42]
 
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64}
 # name -> (builder, shape kwargs, weight type)
 CASES = {
     "qwen3-gqa4-hd16-untied": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=16), "F32"),
@@ -29,6 +31,11 @@ CASES = {
     "llama-gqa3-tied": (tiny_llama, dict(hidden=96, heads=6, kv_heads=2, ffn=160), "F32"),
     "llama-gqa4-untied-Q8_0": (tiny_llama, dict(hidden=64, heads=4, kv_heads=1, tied=False), "Q8_0"),
     "llama-linear-rope-x4": (tiny_llama, dict(rope_scaling={"rope_type": "linear", "factor": 4.0}), "F32"),
+    # Llama 3.1's RoPE (llama.cpp writes rope_freqs.weight): with an original context of 64 tokens, pairs
+    # of this head_dim 16 fall on every side of the blend (kept, slowed 8x, in between)
+    "llama-llama3-rope": (tiny_llama, dict(hidden=64, heads=4, kv_heads=2, rope_scaling=LLAMA3_ROPE), "F32"),
+    "llama-llama3-rope-Q8_0": (tiny_llama, dict(hidden=128, heads=4, kv_heads=1, tied=False,
+                                                rope_scaling=dict(LLAMA3_ROPE, factor=32.0)), "Q8_0"),
     # attention_bias: q, k, v and o biases (random: HF starts them at 0), Llama's q/k biases permuted
     "qwen3-gqa4-bias": (tiny_qwen3, dict(hidden=64, heads=8, kv_heads=2, head_dim=16, attention_bias=True), "F32"),
     "llama-gqa3-bias-Q8_0": (tiny_llama, dict(hidden=96, heads=6, kv_heads=2, ffn=160, attention_bias=True), "Q8_0"),
@@ -152,6 +159,30 @@ def test_hf_folder_loads_too(build, tmp_path):
     m = tffedu.model.load(tmp_path)
     assert m.config.arch == hf.config.model_type
     assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+
+
+def test_llama3_rope_hf_folder_and_gpu_refusal(tmp_path, monkeypatch):
+    """Llama 3.1's folder: rope_scaling 'llama3' in config.json, the factors computed as llama.cpp's
+    converter would write them; HF's logits. On the GPU (whose RoPE kernels have no factors yet) the
+    model is refused by name, not run without them."""
+    hf = tiny_llama(seed=9, hidden=64, heads=4, kv_heads=2, rope_scaling=LLAMA3_ROPE)
+    hf.save_pretrained(tmp_path)
+    m = tffedu.model.load(tmp_path)
+    assert len(m.config.rope_factors) == 8 and "8 pairs, 1 .. 8" in "\n".join(m.config.lines())
+    assert rel_err(m.logits(PROMPT), hf_logits(hf, PROMPT)) < TOL
+    from tffedu import device
+    monkeypatch.setattr(device, "cuda_context", lambda: None)     # as if a GPU were there
+    with pytest.raises(ModelError, match="RoPE factors .* CPU only"):
+        tffedu.model.load(tmp_path, device="cuda")
+
+
+def test_llama3_rope_scaling_checks_its_keys():
+    from tffedu.config import llama3_rope_factors
+    from tffedu.errors import ConfigError
+    with pytest.raises(ConfigError, match="'low_freq_factor'"):
+        llama3_rope_factors({"factor": 8.0}, 16, 1e4)
+    with pytest.raises(ConfigError, match="low_freq_factor < high_freq_factor"):
+        llama3_rope_factors(dict(LLAMA3_ROPE, low_freq_factor=4.0), 16, 1e4)
 
 
 def test_qwen2_bf16_sharded_folder_like_qwen25(tmp_path):

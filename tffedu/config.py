@@ -20,7 +20,8 @@ from .quant import DEQUANTIZE
 
 # %% auto #0
 __all__ = ['ATTN_PROJ', 'ARCHS', 'SUPPORTED_ARCHS', 'ROPE_SCALINGS', 'LIMITS', 'ROPE_BASE_RANGE', 'MAX_PROJ', 'MAX_EXPERTS',
-           'Arch', 'ModelConfig', 'rope_scale', 'config_from_gguf', 'config_from_hf', 'weight_shapes', 'check_tensors']
+           'Arch', 'ModelConfig', 'rope_scale', 'llama3_rope_factors', 'config_from_gguf', 'config_from_hf',
+           'weight_shapes', 'check_tensors']
 
 # %% ../notebooks/03b_config.ipynb #1bf630cb
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ ARCHS = {a.name: a for a in [
 SUPPORTED_ARCHS = tuple(ARCHS)
 
 # %% ../notebooks/03b_config.ipynb #b3702d33
-ROPE_SCALINGS = ("none", "default", "linear")     # what the RoPE op computes (chapter 07)
+ROPE_SCALINGS = ("none", "default", "linear", "llama3")     # what the RoPE op computes (chapter 07)
 
 
 # Sane upper bounds, far above every released model (Llama 3.1 405B: 126 layers, hidden 16384,
@@ -115,6 +116,7 @@ class ModelConfig:
     expert_ffn_size: int = 0     # an expert's SwiGLU inner width
     norm_topk_prob: bool = True  # the k chosen experts' probabilities renormalised to sum to 1
     rope_scaling: dict | None = field(default=None, compare=False)  # as the file gives it
+    rope_factors: tuple[float, ...] = field(default=(), repr=False)   # per rotated pair: its frequency / this (Llama 3.1+)
 
     def __post_init__(self):
         _check_config(self)
@@ -131,6 +133,17 @@ class ModelConfig:
         return self.n_layer * 2 * self.kv_size * 4
 
     def to_dict(self) -> dict: return asdict(self)
+
+    def lines(self) -> list[str]:
+        "One field a line, as `inspect` prints them (RoPE factors, when any, summed up)."
+        out = []
+        for k, v in self.to_dict().items():
+            if k == "rope_factors":
+                if not v:
+                    continue
+                v = f"{len(v)} pairs, {min(v):g} .. {max(v):g}"
+            out.append(f"  {k:<16} {v}")
+        return out
 
 # %% ../notebooks/03b_config.ipynb #59d0fdf7
 def _is_int(v) -> bool:
@@ -192,6 +205,14 @@ def _check_config(c: ModelConfig) -> None:
     object.__setattr__(c, "attn_bias", tuple(p for p in ATTN_PROJ if p in bias))   # a tuple, in block order
     _check_families(c)
     rope_scale(c.rope_scaling)
+    kind = (c.rope_scaling or {}).get("type", (c.rope_scaling or {}).get("rope_type"))
+    if kind == "llama3" and not c.rope_factors:        # a HF folder's: the factors llama.cpp would write
+        object.__setattr__(c, "rope_factors", llama3_rope_factors(c.rope_scaling, c.rope_dim, c.rope_base))
+    f = c.rope_factors
+    if not isinstance(f, tuple) or (f and (len(f) != c.rope_dim // 2 or not all(
+            _is_real(v) and math.isfinite(v) and 0 < v <= 1e6 for v in f))):
+        _bad("rope_factors", f"rope_factors must be {c.rope_dim // 2} numbers in (0, 1e6] (one per rotated "
+                             f"pair), got {_short(f)}")
 
 # %% ../notebooks/03b_config.ipynb #37b5a319
 def _check_families(c: ModelConfig) -> None:
@@ -233,12 +254,38 @@ def rope_scale(scaling) -> float:
     if not isinstance(kind, str) or kind not in ROPE_SCALINGS:
         _bad("rope_scaling", f"RoPE scaling {_short(kind)} is not supported (tffedu runs "
                              f"{', '.join(ROPE_SCALINGS)})")
-    if kind != "linear":
+    if kind != "linear":               # llama3: per-pair factors, rope_factors below
         return 1.0
     f = scaling.get("factor")
     if not _is_real(f) or not math.isfinite(f) or not 0 < f <= 1e6:
         _bad("rope_scaling", f"linear RoPE scaling needs a 'factor' in (0, 1e6], got {_short(f)}")
     return 1.0 / float(f)
+
+
+def llama3_rope_factors(scaling: dict, rope_dim: int, base: float) -> tuple[float, ...]:
+    """Llama 3.1's long-context RoPE as per-pair divisors of the frequency (what llama.cpp's converter
+    writes as rope_freqs.weight; HF's _compute_llama3_parameters): a pair that turns once in more
+    than original_max_position_embeddings / low_freq_factor tokens is slowed by `factor`, one that
+    turns in fewer than .../high_freq_factor is kept, and the pairs between are blended."""
+    keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    for k in keys:
+        v = scaling.get(k)
+        if not _is_real(v) or not math.isfinite(v) or not 0 < v <= 1e7:
+            _bad("rope_scaling", f"llama3 RoPE scaling needs '{k}' in (0, 1e7], got {_short(v)}")
+    factor, low, high, old = (float(scaling[k]) for k in keys)
+    if not low < high:
+        _bad("rope_scaling", f"llama3 RoPE scaling needs low_freq_factor < high_freq_factor, got {low}, {high}")
+    out = []
+    for i in range(0, rope_dim, 2):
+        wavelen = 2 * math.pi * base ** (i / rope_dim)       # tokens per turn of pair i/2
+        if wavelen < old / high:
+            out.append(1.0)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return tuple(out)
 
 
 def _short(v, n: int = 60) -> str:

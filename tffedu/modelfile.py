@@ -9,6 +9,7 @@ interface, checked against their config before use, and the `tffedu inspect` rep
 `inspect_model(path)` is the report of metadata, tensors and totals."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -53,6 +54,9 @@ class GGUFModel:
         self.file = GGUFFile(path)
         try:
             self.config = config_from_gguf(self.file.metadata, self.file.tensors)
+            if "rope_freqs.weight" in self.file.tensors:   # Llama 3.1+: llama.cpp's per-pair RoPE factors
+                f = dequantize_tensor(self.file, "rope_freqs.weight").ravel()
+                self.config = dataclasses.replace(self.config, rope_factors=tuple(float(v) for v in f))
             check_tensors(self.config, {n: t.shape for n, t in self.file.tensors.items()},
                           {n: t.type_name for n, t in self.file.tensors.items()}, where=self.path)
         except BaseException:
@@ -135,7 +139,7 @@ def inspect_model(path, max_tensors: int | None = None) -> str:
             check_tensors(c, {n: t.shape for n, t in f.tensors.items()},
                           {n: t.type_name for n, t in f.tensors.items()}, where="the file")
             lines += ["", "config (tffedu.config.ModelConfig):"]
-            lines += [f"  {k:<16} {v}" for k, v in c.to_dict().items()]
+            lines += c.lines()
         except GGUFError as e:   # a vocabulary-only file, or one tffedu does not run
             lines += ["", f"config: not a model tffedu runs ({e})"]
     return "\n".join(lines)

@@ -433,7 +433,7 @@ def inspect_hf(path) -> str:
         c = m.config
         lines = [f"{m.path}", f"  safetensors, {len(m.files)} file(s), {len(m.tensor_names)} tensors"
                  + (f", unused: {', '.join(m.unused)}" if m.unused else ""), "", "config:"]
-        lines += [f"  {k:<16} {v}" for k, v in c.to_dict().items()]
+        lines += c.lines()
         lines += ["", "tensors:", f"  {'name (GGUF)':<30} {'HF name':<48} {'type':<5} "
                                   f"{'shape':<14} {'bytes':>12}"]
         total = 0

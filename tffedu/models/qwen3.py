@@ -83,6 +83,8 @@ def rope(self: Qwen3Creator, il: int) -> dict:
         rope["n_dims"] = c.rope_dim
     if self.freq_scale != 1.0 and not windowed:   # linear RoPE scaling: positions squeezed by 1/factor
         rope["freq_scale"] = self.freq_scale
+    if c.rope_factors:                            # Llama 3.1+: each pair slowed by its own factor
+        rope["freq_factors"] = c.rope_factors
     return rope
 
 

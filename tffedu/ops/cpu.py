@@ -133,39 +133,45 @@ def matmul(x, w, out=None):
 GEMV_ROWS = 8   # up to this many rows a GEMV per row beats OpenBLAS's GEMM, which first packs all of w
 
 # %% ../../notebooks/07_cpu_ops.ipynb #003c0d4d
-def rope_angles(pos, n_dims: int, theta: float, freq_scale: float = 1.0):
-    "cos, sin of the angles pos * freq_scale * theta^(-2i/n_dims): two float32 [T, n_dims/2]."
+def rope_angles(pos, n_dims: int, theta: float, freq_scale: float = 1.0, freq_factors=()):
+    """cos, sin of the angles pos * freq_scale * theta^(-2i/n_dims) / freq_factors[i] (Llama 3.1's
+    per-pair factors; none: 1): two float32 [T, n_dims/2]."""
     inv_freq = theta ** (-np.arange(0, n_dims, 2, dtype=np.float64) / n_dims)      # [n_dims/2]
+    if len(freq_factors):
+        inv_freq = inv_freq / np.asarray(freq_factors, np.float64)
     ang = np.asarray(pos, np.float64).reshape(-1, 1) * freq_scale * inv_freq        # [T, n_dims/2]
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
-_ROPE_TABLES: dict[tuple, tuple] = {}   # (n_dims, theta, freq_scale) -> (cos, sin) [P, n_dims/2]
+_ROPE_TABLES: dict[tuple, tuple] = {}   # (n_dims, theta, freq_scale, factors) -> (cos, sin) [P, n_dims/2]
 
 
-def _rope_table(pos, n_dims, theta, freq_scale):
+def _rope_table(pos, n_dims, theta, freq_scale, freq_factors=()):
     "cos/sin rows for `pos` from a table computed once (and doubled when a position passes it)."
-    key = (n_dims, float(theta), float(freq_scale))
+    key = (n_dims, float(theta), float(freq_scale), tuple(freq_factors))
     table = _ROPE_TABLES.get(key)
     need = int(pos.max()) + 1
     if table is None or len(table[0]) < need:
         size = max(need, 2 * len(table[0]) if table else 1024)
-        table = _ROPE_TABLES[key] = rope_angles(np.arange(size), n_dims, theta, freq_scale)
+        table = _ROPE_TABLES[key] = rope_angles(np.arange(size), n_dims, theta, freq_scale, freq_factors)
     return table[0][pos], table[1][pos]
 
 
 @OPS.register("rope", "cpu")
 def rope(x, pos, out=None, theta: float = 10000.0, mode: str = "neox", n_dims: int | None = None,
-         freq_scale: float = 1.0):
+         freq_scale: float = 1.0, freq_factors=()):
     """Rotate pairs of dims of x [T, H, hd] by position: mode "neox" pairs (i, i + n/2),
-    mode "norm" pairs (2i, 2i + 1). The first `n_dims` dims rotate (default all); the rest pass."""
+    mode "norm" pairs (2i, 2i + 1). The first `n_dims` dims rotate (default all); the rest pass.
+    freq_factors: pair i turns freq_factors[i] times slower (Llama 3.1's long-context RoPE)."""
     T, H, hd = x.shape
     n = hd if n_dims is None else int(n_dims)
     if n % 2 or n > hd:
         raise ShapeError(f"rope: n_dims {n} must be even and at most the head size {hd}")
     if mode not in ("neox", "norm"):
         raise ShapeError(f"rope: mode must be 'neox' or 'norm', got {mode!r}")
-    cos, sin = _rope_table(np.asarray(pos).reshape(-1), n, theta, freq_scale)
+    if len(freq_factors) not in (0, n // 2):
+        raise ShapeError(f"rope: {len(freq_factors)} freq_factors for {n // 2} rotated pairs")
+    cos, sin = _rope_table(np.asarray(pos).reshape(-1), n, theta, freq_scale, freq_factors)
     cos, sin = cos[:, None, :], sin[:, None, :]                  # [T, 1, n/2]: same for every head
     if mode == "neox":
         a, b = x[..., : n // 2], x[..., n // 2: n]
