@@ -1,0 +1,53 @@
+"""A seeded audit of the engine's state machinery on the CPU, in combinations the chapter tests do
+not reach: speculative decoding (prompt lookup, a draft model, a sliding-window draft model) with
+prefix caching, preemption, stop strings, logprobs and tiny page pools; streams parked and
+preempted through a sliding window. The oracle is always `generate` alone on a fresh engine with
+no drafts (each of its tokens checked against HF's greedy choice in test_engine/test_speculative)."""
+import threading
+
+import numpy as np
+import pytest
+
+import tffedu.engine
+from tffedu.engine import Engine, engine_of
+from tffedu.sampling import SamplingParams
+from tffedu.speculative import DraftModel, PromptLookup
+from hf_models import tiny_mistral, tiny_qwen3, write_gguf
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("stress")
+    return {"qwen3": write_gguf(tiny_qwen3(hidden=64, heads=4, kv_heads=2, seed=5, std=0.08), d / "q.gguf", "F32"),
+            "other": write_gguf(tiny_qwen3(hidden=32, heads=2, kv_heads=1, seed=9, std=0.08), d / "o.gguf", "F32"),
+            "mistral_w": write_gguf(tiny_mistral(hidden=64, heads=4, kv_heads=2, seed=7, window=6), d / "w.gguf", "F32"),
+            "mistral_w_other": write_gguf(tiny_mistral(hidden=32, heads=2, kv_heads=1, seed=9, window=6),
+                                          d / "wo.gguf", "F32")}
+
+
+def repetitive(seed):
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 400, 12).tolist()
+    return [base * 4, base[:5] * 6 + base, rng.integers(0, 400, 30).tolist()]
+
+
+def no_pages_held(eng):
+    assert eng.cache.n_free_pages == eng.cache.num_pages
+    for d in eng.drafters.values():
+        if isinstance(d, DraftModel):
+            assert d.cache.n_free_pages == d.cache.num_pages and not d.seen
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 4])
+def test_a_sliding_window_draft_model_rolls_back_past_pages_it_gave_up(files, page_size):
+    """A windowed draft model that the target often overrules: its own cache slid past pages (as it
+    drafted k tokens ahead) that rolling back to the accepted tokens needs again. Exact, no error."""
+    m = tffedu.engine.load(files["mistral_w"], n_ctx=256)
+    ps = repetitive(0)
+    want = [m.generate(p, max_new_tokens=40).tokens for p in ps]
+    eng = Engine(m, page_size=page_size, num_pages=400)
+    reqs = [eng.add(p, max_new_tokens=40, speculative=f"draft:{files['mistral_w_other']}") for p in ps]
+    eng.run()
+    assert [r.tokens for r in reqs] == want
+    assert eng.stats["accepted"] < eng.stats["drafted"]          # rejections happened
+    no_pages_held(eng)
