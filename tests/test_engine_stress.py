@@ -51,3 +51,22 @@ def test_a_sliding_window_draft_model_rolls_back_past_pages_it_gave_up(files, pa
     assert [r.tokens for r in reqs] == want
     assert eng.stats["accepted"] < eng.stats["drafted"]          # rejections happened
     no_pages_held(eng)
+
+
+def test_a_stream_parked_and_preempted_through_a_window_comes_back(files):
+    """A sliding window lets a stream run far longer than the pool's pages. Parked (its reader
+    paused) while another call needs the pages, it must not be preempted into a state it can never
+    be re-admitted from (all of its tokens' pages at once): the reader resumes and gets all the text."""
+    m = tffedu.engine.load(files["mistral_w"], n_ctx=256)
+    want = m.generate([5, 6, 7], max_new_tokens=120, ignore_eos=True).text
+    others = [m.generate(p, max_new_tokens=60, ignore_eos=True).tokens for p in ([9, 10, 11], [12, 13])]
+    eng = engine_of(m, page_size=2, num_pages=8)        # a window of 6: 4 pages a sequence at most
+    s = m.stream([5, 6, 7], max_new_tokens=120, ignore_eos=True)
+    got = [next(s) for _ in range(50)]                  # 50 tokens: 27 pages' worth, held in 4
+    assert [g.tokens for g in m.generate_batch([[9, 10, 11], [12, 13]], max_new_tokens=60, ignore_eos=True)] == others
+    t = threading.Thread(target=lambda: got.extend(s), daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the stream never came back"
+    assert "".join(got) == want
+    no_pages_held(eng)
