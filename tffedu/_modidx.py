@@ -92,6 +92,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.engine.Scheduler.prefilling': ('engine.html#scheduler.prefilling', 'tffedu/engine.py'),
                                'tffedu.engine.Scheduler.prompts_wait': ('engine.html#scheduler.prompts_wait', 'tffedu/engine.py'),
                                'tffedu.engine.Scheduler.remove': ('engine.html#scheduler.remove', 'tffedu/engine.py'),
+                               'tffedu.engine.Scheduler.returns': ('engine.html#scheduler.returns', 'tffedu/engine.py'),
                                'tffedu.engine.Scheduler.schedule': ('engine.html#scheduler.schedule', 'tffedu/engine.py'),
                                'tffedu.engine.Scheduler.schedule_ahead': ('engine.html#scheduler.schedule_ahead', 'tffedu/engine.py'),
                                'tffedu.engine._argmax_only': ('engine.html#_argmax_only', 'tffedu/engine.py'),

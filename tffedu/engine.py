@@ -194,15 +194,27 @@ def _schedule_decodes(self: Scheduler, batch: Batch) -> None:
     "A row of one token for every running sequence that is fully prefilled, oldest first."
     for req in [r for r in self.running if not self.prefilling(r) and not r.parked]:
         while req in self.running and self.cache.extend_cost(req.sid) > self.cache.n_free_pages:
-            others = [r for r in self.running if r is not req and r not in batch.reqs]
+            others = [r for r in self.running if r is not req and r not in batch.reqs and self.returns(r)]
             parked = [r for r in others if r.parked]
-            self.preempt((parked or others or [req])[-1])   # a parked one, else the newest not scheduled
-        if req in self.running:
+            victim = (parked or others or [req])[-1]       # a parked one, else the newest not scheduled
+            if not self.returns(victim):
+                break                                      # it could never come back: it waits instead
+            self.preempt(victim)
+        if req in self.running and self.cache.extend_cost(req.sid) > self.cache.n_free_pages:
+            req.drafts = []                                # no page this step (others finish, or slide)
+        elif req in self.running:
             if self.cache.extend_cost(req.sid, 1 + len(req.drafts)) > self.cache.n_free_pages:
                 req.drafts = []                            # no page to spare for drafts: one token
             self.cache.extend(req.sid, 1 + len(req.drafts))   # the token it sampled last step (+ drafts)
             batch.add(req, req.seq_len - 1, 1 + len(req.drafts))
     batch.n_decode = len(batch.reqs)
+
+
+@patch
+def returns(self: Scheduler, req: Request) -> bool:
+    """Could it be admitted again if preempted now — the pages of all its tokens at once? Always,
+    unless a sliding window let it grow past what the cache holds (it keeps a window's pages only)."""
+    return self.cache.pages_for(req.seq_len) <= self.cache.num_pages
 
 
 @patch
@@ -233,8 +245,8 @@ def _schedule_prefills(self: Scheduler, batch: Batch) -> None:
         if req is None:
             break
         while self.cache.admit_cost(req.ids) > self.cache.n_free_pages and \
-                any(r.parked for r in self.running):
-            self.preempt([r for r in self.running if r.parked][-1])   # an idle stream's pages first
+                any(r.parked and self.returns(r) for r in self.running):
+            self.preempt([r for r in self.running if r.parked and self.returns(r)][-1])   # an idle stream's first
         if self.cache.admit_cost(req.ids) > self.cache.n_free_pages:
             break                                      # wait until pages are freed
         self.waiting.remove(req)
@@ -497,7 +509,7 @@ def logits(self: Engine, ids) -> np.ndarray:
                                f"cache has {self.cache.num_pages}")
         while self.cache.pages_for(len(ids)) > self.cache.n_free_pages and self.busy:   # share=False
             self.step()                # the requests holding the pages run on, as generate waits
-        parked = [r for r in self.scheduler.running if r.parked]
+        parked = [r for r in self.scheduler.running if r.parked and self.scheduler.returns(r)]
         while self.cache.pages_for(len(ids)) > self.cache.n_free_pages and parked:
             self.scheduler.preempt(parked.pop())       # idle streams give their pages back
         sid = ("logits", self._next_sid)

@@ -205,8 +205,12 @@ def _sync(self: DraftModel, r) -> bool:
         m = min(len(have), len(ids) - 1)       # the last token is always fed: it gives the first draft
         diff = np.flatnonzero(np.asarray(have[:m]) != np.asarray(ids[:m]))
         n = int(diff[0]) if len(diff) else m
+        seq = c.seqs[r.sid]                    # a window slid past pages that position n sees again
+        if seq.n_dropped and n - c.window + 1 < seq.n_dropped * c.page_size:   # (the drafts ran ahead):
+            self._forget(r.sid)                # start over, as for a new request
+    if r.sid in c:
         c.truncate(r.sid, n)                   # never shared (no prefix caching): nothing to copy
-        self.seen[r.sid] = have[:n]
+        self.seen[r.sid] = self.seen[r.sid][:n]
         if c.extend_cost(r.sid, len(ids) - n) > c.n_free_pages:
             self._forget(r.sid)
             return False
