@@ -143,3 +143,12 @@ def test_headers_the_reference_reader_takes(tmp_path):
             assert sorted(f.tensors) == sorted(ref.keys())
             for k in ref.keys():
                 assert np.array_equal(f.numpy(k), ref.get_tensor(k))
+
+
+@pytest.mark.parametrize("q", [{"quant_method": "gptq", "bits": 4}, {"quant_method": "fp8"}, "bitsandbytes"])
+def test_a_quantized_folder_is_refused_by_name(tmp_path, q):
+    "GPTQ / FP8 / bitsandbytes folders: refused naming the quantization, not 'lacks weights' later."
+    tiny_llama(seed=3).save_pretrained(tmp_path)
+    _edit_config(tmp_path, quantization_config=q)
+    with pytest.raises(ConfigError, match="quantization_config"):
+        tffedu.load(tmp_path)

@@ -473,6 +473,11 @@ def config_from_hf(cfg: dict, source: str = "config.json") -> ModelConfig:
     for name, default, why in _HF_REFUSED:
         if get(name, type(default), default) != default:
             raise ConfigError(f"{source}: {name!r} is {'true' if cfg[name] is True else _short(cfg[name])}, and {why}")
+    q = cfg.get("quantization_config")   # GPTQ, AWQ, bitsandbytes, FP8 ...: weights we cannot read as floats
+    if q is not None:
+        method = q.get("quant_method") if isinstance(q, dict) else q
+        raise ConfigError(f"{source}: the weights are quantized ({_short(method)} quantization_config); tffedu reads "
+                          f"float safetensors folders (F32, F16, BF16) and quantized GGUF files")
     key, acts = a.hf_act       # transformers computes the MLP with ACT2FN[config.<key>]
     if cfg.get(key) is not None and cfg[key] not in acts:
         raise ConfigError(f"{source}: {key!r} is {_short(cfg[key])}, and tffedu's {a.name} feed-forward "
