@@ -467,3 +467,16 @@ def test_completion_top_logprobs_of_tokens_with_one_text(model, server):
         assert len(rows) == 3 and len(rows[0][2]) < 20                      # a shared key: fewer than 20
         for tok, value, top in rows:
             assert top[tok] == pytest.approx(value) == pytest.approx(max(top.values())), (tok, value, top)
+
+
+def test_completion_top_logprobs_hold_the_sampled_token(server):
+    "OpenAI's completions: top_logprobs has up to logprobs + 1 entries, the sampled token's always among them."
+    r = httpx.post(server.url + "/v1/completions", timeout=60, json={
+        "prompt": "Once upon a time", "max_tokens": 12, "temperature": 2.0, "seed": 3, "logprobs": 1})
+    assert r.status_code == 200, r.text
+    lp = r.json()["choices"][0]["logprobs"]
+    rows = list(zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]))
+    assert len(rows) == 12 and any(len(top) == 2 for _, _, top in rows)    # some draw left the top 1
+    for tok, value, top in rows:
+        assert len(top) <= 2 and tok in top, (tok, top)
+        assert top[tok] == pytest.approx(value) or top[tok] > value, (tok, value, top)   # > : its text's likeliest

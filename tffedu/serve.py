@@ -552,10 +552,12 @@ class Answer:
         # OpenAI's legacy completions key top_logprobs by token text, so tokens of one text (the
         # bytes of a character, each U+FFFD alone; padded rows' "") share a key and the dict may
         # hold fewer than k: the shape clients parse. A key keeps its likeliest token (`top` is
-        # best first), so a greedy token's own text shows its own logprob.
+        # best first), so a greedy token's own text shows its own logprob; a sampled token outside
+        # the k is added (OpenAI: "up to logprobs + 1 elements").
         alts: dict[str, float] = {}
         for a, v in top:
             alts.setdefault(self._token(a)[0], v)
+        alts.setdefault(text, logprob)
         return text, logprob, alts, offset
 
     def _logprobs_object(self, rows: list):
