@@ -287,7 +287,7 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(float(rope["factor"]))
     if rope.get("rope_type") == "llama3":             # llama.cpp writes the per-pair factors as a tensor
-        w.add_tensor("rope_freqs.weight", llama_cpp_rope_freqs(rope, head_dim))
+        w.add_tensor("rope_freqs.weight", llama_cpp_rope_freqs(cfg))
     if vocab is not None:
         assert len(vocab["tokenizer.ggml.tokens"]) == cfg.vocab_size
         add_metadata(w, vocab)
@@ -330,23 +330,14 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     return path
 
 
-def llama_cpp_rope_freqs(rope: dict, dim: int) -> np.ndarray:
-    "rope_freqs.weight as llama.cpp's convert_hf_to_gguf.py (LlamaModel) computes it for llama3 RoPE scaling."
-    import math
-    base, factor = rope["rope_theta"], rope["factor"]
-    low, high, old = rope["low_freq_factor"], rope["high_freq_factor"], rope["original_max_position_embeddings"]
-    freqs = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
-    out = []
-    for freq in freqs.tolist():
-        wavelen = 2 * math.pi / freq
-        if wavelen < old / high:
-            out.append(1)
-        elif wavelen > old / low:
-            out.append(factor)
-        else:
-            smooth = (old / wavelen - low) / (high - low)
-            out.append(1 / ((1 - smooth) / factor + smooth))
-    return np.array(out, np.float32)
+def llama_cpp_rope_freqs(cfg) -> np.ndarray:
+    """rope_freqs.weight, the per-pair divisors llama.cpp's converter writes for llama3 RoPE scaling:
+    the plain frequencies over transformers' own llama3 ones (its rope init, not our formula)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    scaled, _ = ROPE_INIT_FUNCTIONS["llama3"](cfg, "cpu")
+    dim = 2 * len(scaled)
+    plain = 1.0 / (cfg.rope_parameters["rope_theta"] ** (torch.arange(0, dim, 2).float() / dim))
+    return (plain / scaled).numpy().astype(np.float32)
 
 
 def _gguf_tensor(p, data, part, gname, arch, wtype, cfg):

@@ -430,6 +430,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'tffedu.modelfile._fmt_bytes': ('modelfile.html#_fmt_bytes', 'tffedu/modelfile.py'),
                                   'tffedu.modelfile._fmt_value': ('modelfile.html#_fmt_value', 'tffedu/modelfile.py'),
                                   'tffedu.modelfile.detect_format': ('modelfile.html#detect_format', 'tffedu/modelfile.py'),
+                                  'tffedu.modelfile.gguf_config': ('modelfile.html#gguf_config', 'tffedu/modelfile.py'),
                                   'tffedu.modelfile.inspect_model': ('modelfile.html#inspect_model', 'tffedu/modelfile.py'),
                                   'tffedu.modelfile.open_model': ('modelfile.html#open_model', 'tffedu/modelfile.py')},
             'tffedu.models.gemma3': { 'tffedu.models.gemma3.Gemma3Creator': ('gemma3.html#gemma3creator', 'tffedu/models/gemma3.py'),

@@ -21,7 +21,7 @@ from .quant import dequantize_tensor
 from .safetensors import HFModel, inspect_hf, natural_order
 
 # %% auto #0
-__all__ = ['detect_format', 'GGUFModel', 'open_model', 'inspect_model']
+__all__ = ['detect_format', 'gguf_config', 'GGUFModel', 'open_model', 'inspect_model']
 
 # %% ../notebooks/03d_modelfile.ipynb #e9237ffe
 def detect_format(path) -> str:
@@ -45,6 +45,18 @@ def detect_format(path) -> str:
                     f"nor safetensors)")
 
 # %% ../notebooks/03d_modelfile.ipynb #6796dda6
+def gguf_config(f: GGUFFile, where: str):
+    """The checked ModelConfig of an open GGUF file: its metadata, Llama 3.1+'s per-pair RoPE factors
+    (llama.cpp's tensor rope_freqs.weight) when it has them, and every tensor checked against it."""
+    c = config_from_gguf(f.metadata, f.tensors)
+    if "rope_freqs.weight" in f.tensors:
+        factors = dequantize_tensor(f, "rope_freqs.weight").ravel()
+        c = dataclasses.replace(c, rope_factors=tuple(float(v) for v in factors))
+    check_tensors(c, {n: t.shape for n, t in f.tensors.items()},
+                  {n: t.type_name for n, t in f.tensors.items()}, where=where)
+    return c
+
+
 class GGUFModel:
     "A GGUF file as a model: checked config, GGUF tensor names, zero-copy tensors."
     format = "gguf"
@@ -53,12 +65,7 @@ class GGUFModel:
         self.path = os.fspath(path)
         self.file = GGUFFile(path)
         try:
-            self.config = config_from_gguf(self.file.metadata, self.file.tensors)
-            if "rope_freqs.weight" in self.file.tensors:   # Llama 3.1+: llama.cpp's per-pair RoPE factors
-                f = dequantize_tensor(self.file, "rope_freqs.weight").ravel()
-                self.config = dataclasses.replace(self.config, rope_factors=tuple(float(v) for v in f))
-            check_tensors(self.config, {n: t.shape for n, t in self.file.tensors.items()},
-                          {n: t.type_name for n, t in self.file.tensors.items()}, where=self.path)
+            self.config = gguf_config(self.file, self.path)
         except BaseException:
             self.file.close()
             raise
@@ -135,9 +142,7 @@ def inspect_model(path, max_tensors: int | None = None) -> str:
             bpw = f"{8 * b / p:5.2f} bits/weight" if p else ""
             lines.append(f"  {name:<6} {n:>5} tensors {p:>15,} weights {_fmt_bytes(b):>11}  {bpw}")
         try:
-            c = config_from_gguf(f.metadata, f.tensors)
-            check_tensors(c, {n: t.shape for n, t in f.tensors.items()},
-                          {n: t.type_name for n, t in f.tensors.items()}, where="the file")
+            c = gguf_config(f, "the file")
             lines += ["", "config (tffedu.config.ModelConfig):"]
             lines += c.lines()
         except GGUFError as e:   # a vocabulary-only file, or one tffedu does not run
