@@ -5,7 +5,9 @@
 // mode NORM (original/llama.cpp "normal", GPT-J style): pair j = (2j, 2j + 1)
 // The *_nd kernels are the general form the op uses: only the first n_dims dims of a head turn
 // (partial rotary; the rest pass through), with angle pos * freq_scale * theta^(-2j/n_dims)
-// (linear RoPE scaling squeezes positions by freq_scale = 1/factor).
+// (linear RoPE scaling squeezes positions by freq_scale = 1/factor), and, given a table ff of
+// n_dims/2 factors (Llama 3.1+'s long-context RoPE, GGUF's rope_freqs.weight), pair j turns ff[j]
+// times slower; ff == nullptr: no table.
 #include "common.cuh"
 
 // The angle is formed in double: pos * inv_freq reaches tens of thousands of radians, and in
@@ -23,15 +25,16 @@ __device__ __forceinline__ void rope_angle(int pos, int j, int Dh, double theta,
 // = exp(j * lstep) with lstep = -2 ln(theta) / n in double. One exp instead of a pow per value:
 // pow in double was the slowest thing here (a decode step's q/k rotation waited on it).
 __device__ __forceinline__ void rope_angle_step(int pos, int j, double lstep, float& c, float& s,
-                                                double freq_scale) {
-    const double ang = (double)pos * freq_scale * exp(lstep * j);
+                                                double freq_scale, const double* __restrict__ ff) {
+    double ang = (double)pos * freq_scale * exp(lstep * j);
+    if (ff) ang /= ff[j];
     sincosf((float)(ang - 6.283185307179586 * floor(ang * 0.15915494309189535)), &s, &c);
 }
 
-template <bool STEP>      // theta_or_step: theta (rope_angle) or lstep (rope_angle_step)
+template <bool STEP>      // theta_or_step: theta (rope_angle) or lstep (rope_angle_step, which takes ff)
 __device__ __forceinline__ void angle(int pos, int j, int n, double theta_or_step, float& c, float& s,
-                                      double freq_scale) {
-    if (STEP) rope_angle_step(pos, j, theta_or_step, c, s, freq_scale);
+                                      double freq_scale, const double* __restrict__ ff) {
+    if (STEP) rope_angle_step(pos, j, theta_or_step, c, s, freq_scale, ff);
     else rope_angle(pos, j, n, theta_or_step, c, s, freq_scale);
 }
 
@@ -40,7 +43,8 @@ __device__ __forceinline__ void angle(int pos, int j, int n, double theta_or_ste
 template <bool STEP>
 __device__ __forceinline__ void rope_slot(const float* __restrict__ x, float* __restrict__ y,
                                           const int* __restrict__ pos, long i, int H, int Dh, int n_dims,
-                                          double theta, double freq_scale, int neox) {
+                                          double theta, double freq_scale, int neox,
+                                          const double* __restrict__ ff) {
     const int half = Dh / 2, nh = n_dims / 2;
     const int j = i % half;
     const long row = i / half;            // t * H + h
@@ -51,7 +55,7 @@ __device__ __forceinline__ void rope_slot(const float* __restrict__ x, float* __
         return;
     }
     float c, s;
-    angle<STEP>(pos[row / H], j, n_dims, theta, c, s, freq_scale);
+    angle<STEP>(pos[row / H], j, n_dims, theta, c, s, freq_scale, ff);
     const long ia = row * Dh + (neox ? j : 2 * j), ib = ia + (neox ? nh : 1);
     float a = x[ia], b = x[ib];
     y[ia] = a * c - b * s;
@@ -64,18 +68,18 @@ extern "C" __global__ void rope_f32(const float* __restrict__ x, float* __restri
                                     double theta, int neox) {
     pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (long)T * H * (Dh / 2)) rope_slot<false>(x, y, pos, i, H, Dh, Dh, theta, 1.0, neox);
+    if (i < (long)T * H * (Dh / 2)) rope_slot<false>(x, y, pos, i, H, Dh, Dh, theta, 1.0, neox, nullptr);
 }
 PDL_READY(rope_f32);
 
-// The general form the op launches: partial rotary (n_dims) and linear scaling (freq_scale);
-// lstep = -2 ln(theta) / n_dims.
+// The general form the op launches: partial rotary (n_dims), linear scaling (freq_scale), per-pair
+// factors (ff, or nullptr); lstep = -2 ln(theta) / n_dims.
 extern "C" __global__ void rope_nd_f32(const float* __restrict__ x, float* __restrict__ y,
                                        const int* __restrict__ pos, int T, int H, int Dh, int n_dims,
-                                       double lstep, double freq_scale, int neox) {
+                                       double lstep, double freq_scale, int neox, const double* __restrict__ ff) {
     pdl_wait();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (long)T * H * (Dh / 2)) rope_slot<true>(x, y, pos, i, H, Dh, n_dims, lstep, freq_scale, neox);
+    if (i < (long)T * H * (Dh / 2)) rope_slot<true>(x, y, pos, i, H, Dh, n_dims, lstep, freq_scale, neox, ff);
 }
 PDL_READY(rope_nd_f32);
 
@@ -92,6 +96,7 @@ template <bool STEP>
 __device__ __forceinline__ void norm_rope_row(const float* __restrict__ xr, float* __restrict__ yr,
                                               const float* __restrict__ w, int p, float* row, int Dh,
                                               int n_dims, float eps, double theta, double freq_scale, int neox,
+                                              const double* __restrict__ ff,
                                               __half* __restrict__ kc = nullptr) {   // kc: an f16 copy too
     const int lane = threadIdx.x % WARP;
     float ss = 0.f;
@@ -103,7 +108,7 @@ __device__ __forceinline__ void norm_rope_row(const float* __restrict__ xr, floa
         const int ia = neox ? j : 2 * j, ib = ia + (neox ? nh : 1);
         float a = row[ia] * inv * w[ia], b = row[ib] * inv * w[ib];
         float c, s;
-        angle<STEP>(p, j, n_dims, theta, c, s, freq_scale);
+        angle<STEP>(p, j, n_dims, theta, c, s, freq_scale, ff);
         const float ya = a * c - b * s, yb = a * s + b * c;
         yr[ia] = ya;
         yr[ib] = yb;
@@ -120,27 +125,27 @@ template <bool STEP>
 __device__ __forceinline__ void qk_norm_rope_row(const float* __restrict__ x, float* __restrict__ y,
                                                  const float* __restrict__ w, const int* __restrict__ pos,
                                                  int T, int H, int Dh, int n_dims, float eps, double theta,
-                                                 double freq_scale, int neox) {
+                                                 double freq_scale, int neox, const double* __restrict__ ff) {
     __shared__ float row[QKN_WARPS][256];
     pdl_wait();
     const long r = (long)blockIdx.x * QKN_WARPS + threadIdx.x / WARP;   // t * H + h
     if (r >= (long)T * H) return;
     norm_rope_row<STEP>(x + r * Dh, y + r * Dh, w, pos[r / H], row[threadIdx.x / WARP], Dh, n_dims, eps, theta,
-                        freq_scale, neox);
+                        freq_scale, neox, ff);
 }
 
 extern "C" __global__ void qk_norm_rope_f32(const float* __restrict__ x, float* __restrict__ y,
                                             const float* __restrict__ w, const int* __restrict__ pos,
                                             int T, int H, int Dh, float eps, double theta, int neox) {
-    qk_norm_rope_row<false>(x, y, w, pos, T, H, Dh, Dh, eps, theta, 1.0, neox);
+    qk_norm_rope_row<false>(x, y, w, pos, T, H, Dh, Dh, eps, theta, 1.0, neox, nullptr);
 }
 PDL_READY(qk_norm_rope_f32);
 
 extern "C" __global__ void qk_norm_rope_nd_f32(const float* __restrict__ x, float* __restrict__ y,
                                                const float* __restrict__ w, const int* __restrict__ pos,
                                                int T, int H, int Dh, int n_dims, float eps, double lstep,
-                                               double freq_scale, int neox) {
-    qk_norm_rope_row<true>(x, y, w, pos, T, H, Dh, n_dims, eps, lstep, freq_scale, neox);
+                                               double freq_scale, int neox, const double* __restrict__ ff) {
+    qk_norm_rope_row<true>(x, y, w, pos, T, H, Dh, n_dims, eps, lstep, freq_scale, neox, ff);
 }
 PDL_READY(qk_norm_rope_nd_f32);
 
@@ -154,7 +159,7 @@ __device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const 
                                              float* __restrict__ y, const float* __restrict__ wq,
                                              const float* __restrict__ wk, const int* __restrict__ pos,
                                              int T, int Hq, int Hk, int Dh, int n_dims, float eps,
-                                             double lstep, double freq_scale, int neox,
+                                             double lstep, double freq_scale, int neox, const double* __restrict__ ff,
                                              const float* __restrict__ v, void* __restrict__ Kc,
                                              void* __restrict__ Vc, const int* __restrict__ slots, int n_slots) {
     __shared__ float row[QKN_WARPS][256];
@@ -174,7 +179,7 @@ __device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const 
         if (rr < nk) {                                   // a k row: rotated first
             float* yr = y + r * Dh;
             norm_rope_row<true>(k + rr * Dh, yr, wk, pos[rr / Hk], row[threadIdx.x / WARP], Dh, n_dims, eps, lstep,
-                                freq_scale, neox, STORE == STORE_F16 && keep ? (__half*)pages + at * Dh : nullptr);
+                                freq_scale, neox, ff, STORE == STORE_F16 && keep ? (__half*)pages + at * Dh : nullptr);
             if (STORE == STORE_F16) return;
             __syncwarp();                                // the warp's own writes of yr, visible to all its lanes
             src = yr;
@@ -188,15 +193,16 @@ __device__ __forceinline__ void qk_pair_rows(const float* __restrict__ q, const 
         return;
     }
     norm_rope_row<true>((is_q ? q : k) + rr * Dh, y + r * Dh, is_q ? wq : wk, pos[rr / (is_q ? Hq : Hk)],
-                        row[threadIdx.x / WARP], Dh, n_dims, eps, lstep, freq_scale, neox);
+                        row[threadIdx.x / WARP], Dh, n_dims, eps, lstep, freq_scale, neox, ff);
 }
 
 extern "C" __global__ void qk_norm_rope_pair_f32(const float* __restrict__ q, const float* __restrict__ k,
                                                  float* __restrict__ y, const float* __restrict__ wq,
                                                  const float* __restrict__ wk, const int* __restrict__ pos,
                                                  int T, int Hq, int Hk, int Dh, int n_dims, float eps,
-                                                 double lstep, double freq_scale, int neox) {
-    qk_pair_rows<NO_STORE>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox,
+                                                 double lstep, double freq_scale, int neox,
+                                                 const double* __restrict__ ff) {
+    qk_pair_rows<NO_STORE>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, ff,
                            nullptr, nullptr, nullptr, nullptr, 0);
 }
 PDL_READY(qk_norm_rope_pair_f32);
@@ -206,10 +212,11 @@ extern "C" __global__ void qk_norm_rope_store_f32(const float* __restrict__ q, c
                                                   const float* __restrict__ wk, const int* __restrict__ pos,
                                                   int T, int Hq, int Hk, int Dh, int n_dims, float eps,
                                                   double lstep, double freq_scale, int neox,
+                                                  const double* __restrict__ ff,
                                                   const float* __restrict__ v, __half* __restrict__ Kc,
                                                   __half* __restrict__ Vc, const int* __restrict__ slots,
                                                   int n_slots) {
-    qk_pair_rows<STORE_F16>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, v, Kc, Vc,
+    qk_pair_rows<STORE_F16>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, ff, v, Kc, Vc,
                             slots, n_slots);
 }
 PDL_READY(qk_norm_rope_store_f32);
@@ -219,10 +226,11 @@ extern "C" __global__ void qk_norm_rope_store_q8(const float* __restrict__ q, co
                                                  const float* __restrict__ wk, const int* __restrict__ pos,
                                                  int T, int Hq, int Hk, int Dh, int n_dims, float eps,
                                                  double lstep, double freq_scale, int neox,
+                                                 const double* __restrict__ ff,
                                                  const float* __restrict__ v, unsigned char* __restrict__ Kc,
                                                  unsigned char* __restrict__ Vc, const int* __restrict__ slots,
                                                  int n_slots) {
-    qk_pair_rows<STORE_Q8>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, v, Kc, Vc,
+    qk_pair_rows<STORE_Q8>(q, k, y, wq, wk, pos, T, Hq, Hk, Dh, n_dims, eps, lstep, freq_scale, neox, ff, v, Kc, Vc,
                            slots, n_slots);
 }
 PDL_READY(qk_norm_rope_store_q8);

@@ -330,6 +330,12 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
     return path
 
 
+# Llama 3.1's RoPE scaling with an original context of 64 tokens: in a 60-token test the pairs of a small
+# head fall on every side of the blend (kept, slowed by `factor`, in between)
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64}
+
+
 def llama_cpp_rope_freqs(cfg) -> np.ndarray:
     """rope_freqs.weight, the per-pair divisors llama.cpp's converter writes for llama3 RoPE scaling:
     the plain frequencies over transformers' own llama3 ones (its rope init, not our formula)."""

@@ -312,6 +312,31 @@ def test_qk_norm_rope_pair(C, rng, mode, T, Hq, Hk, Dh, n_dims):
         C.qk_norm_rope_pair(dev(q), dev(k[:, :, :Dh // 2].copy()), dev(wq), dev(wk), dev(pos), **kw)
 
 
+@gpu
+def test_rope_freq_factors(C, rng):
+    """Llama 3.1's per-pair factors on the GPU equal the CPU op's (float64 angles on both); one table
+    on the device for equal factors; a table of the wrong size, or a factor <= 0 or not finite, is a
+    ShapeError naming the op."""
+    from tffedu.errors import ShapeError
+    from tffedu.ops import cpu
+    from tffedu.ops.cuda import _FREQ_FACTORS
+    x = rng.standard_normal((6, 4, 128)).astype(np.float32)
+    pos = np.array([0, 1, 63, 64, 8191, 131071], np.int32)
+    for mode, n in (("neox", 128), ("norm", 64)):
+        ff = tuple(np.clip(np.geomspace(0.5, 16, n // 2), 1, 8))
+        kw = dict(theta=5e5, mode=mode, n_dims=n, freq_factors=ff)
+        got = host(C.rope(dev(x), dev(pos), **kw))
+        assert np.max(np.abs(got - cpu.rope(x, pos, **kw))) < 2e-5
+        assert np.max(np.abs(got - host(C.rope(dev(x), dev(pos), **dict(kw, freq_factors=()))))) > 0.1
+    tables = len(_FREQ_FACTORS)
+    C.rope(dev(x), dev(pos), theta=5e5, freq_factors=[float(v) for v in np.clip(np.geomspace(0.5, 16, 64), 1, 8)])
+    assert len(_FREQ_FACTORS) == tables
+    for bad, what in (((1.0,) * 63, "64 positive"), ((1.0,) * 63 + (0.0,), "positive"),
+                      ((1.0,) * 63 + (float("nan"),), "positive")):
+        with pytest.raises(ShapeError, match=f"rope: freq_factors must be .*{what}"):
+            C.rope(dev(x), dev(pos), freq_factors=bad)
+
+
 # ---------------------------------------------------------------- elementwise
 @gpu
 @pytest.mark.parametrize("shape", [(1,), (7,), (3, 1000), (4096 * 3 + 1,), (64, 4096)])

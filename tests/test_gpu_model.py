@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from hf_models import (hf_greedy, hf_greedy_gaps, hf_logits, save_bf16, tiny_gemma3, tiny_llama, tiny_mistral,
+from hf_models import (LLAMA3_ROPE, hf_greedy, hf_greedy_gaps, hf_logits, save_bf16, tiny_gemma3, tiny_llama, tiny_mistral,
                        tiny_qwen2, tiny_qwen3, top1_gaps, write_gguf)
 
 pytestmark = pytest.mark.gpu
@@ -40,6 +40,12 @@ SHAPES = [
     ("llama h128 8/1 hd16 untied Q8_0", lambda: tiny_llama(hidden=128, heads=8, kv_heads=1, tied=False, seed=6), "Q8_0", 3e-2),
     ("llama h160 4/2 hd40 linear rope F16", lambda: tiny_llama(hidden=160, heads=4, kv_heads=2, seed=7,
                                                                  rope_scaling={"rope_type": "linear", "factor": 4.0}), "F16", 5e-3),
+    # Llama 3.1's per-pair RoPE factors (rope_freqs.weight): the rope kernel (Llama) and the fused
+    # q/k norm + rope + store kernel (Qwen3 shaped)
+    ("llama h128 4/1 hd32 llama3 rope x32 Q8_0", lambda: tiny_llama(hidden=128, heads=4, kv_heads=1, tied=False, seed=26,
+                                                                     rope_scaling=dict(LLAMA3_ROPE, factor=32.0)), "Q8_0", 3e-2),
+    ("qwen3 h128 4/2 hd64 llama3 rope F32", lambda: tiny_qwen3(hidden=128, heads=4, kv_heads=2, head_dim=64, ffn=256,
+                                                                seed=27, rope_scaling=LLAMA3_ROPE), "F32", 3e-3),
     ("qwen2 h128 8/2 hd16 q/k/v biases Q8_0", lambda: tiny_qwen2(hidden=128, heads=8, kv_heads=2, ffn=256, seed=8), "Q8_0", 3e-2),
     ("qwen2 h96 6/1 hd16 tied F16", lambda: tiny_qwen2(hidden=96, heads=6, kv_heads=1, tied=True, seed=9), "F16", 5e-3),
     # the files people download (llama.cpp's mixes; chapter 11c's kernels read them as stored)
@@ -110,13 +116,15 @@ FOLDERS = {
     "mistral": lambda: tiny_mistral(hidden=128, heads=4, kv_heads=2, ffn=256, window=6, seed=24),
     "gemma3": lambda: tiny_gemma3(hidden=128, heads=4, kv_heads=2, head_dim=64, ffn=256, window=6,
                                   query_pre_attn_scalar=48, seed=25),
+    "llama3.1": lambda: tiny_llama(hidden=128, heads=4, kv_heads=2, seed=28, rope_scaling=LLAMA3_ROPE),
 }
 
 
 @pytest.mark.parametrize("family", list(FOLDERS))
 def test_bf16_hf_folders_match_hf_on_cuda(tmp_path, family):
-    """The three later families as HF folders (BF16 shards with an index, as released) on the GPU:
-    logits against HF float32 on the same rounded weights, past the window."""
+    """The later families as HF folders (BF16 shards with an index, as released) on the GPU: logits
+    against HF float32 on the same rounded weights, past the window (Llama 3.1: past the original
+    context of its RoPE scaling, the factors computed from config.json)."""
     hf = FOLDERS[family]()
     save_bf16(hf, tmp_path)
     m = load_cuda(tmp_path, n_ctx=256)
@@ -210,7 +218,7 @@ def test_generate_batch_equals_generate_on_cuda(tiny):
     assert engine_of(tiny).runner.stats["replayed"] > 0       # decode ran from CUDA graphs
 
 
-@pytest.mark.parametrize("family", ["qwen2", "mistral", "gemma3"])
+@pytest.mark.parametrize("family", ["qwen2", "mistral", "gemma3", "llama3.1"])
 def test_later_families_through_the_engine_on_cuda(tmp_path, family):
     """The later families through the engine on the GPU, sliding windows included: generate_batch ==
     generate (CUDA graphs replaying); and for Mistral (every layer windowed), a pool of exactly the
@@ -220,7 +228,8 @@ def test_later_families_through_the_engine_on_cuda(tmp_path, family):
     from test_sliding_window import run_in_one_window
     W, P = 8, 4
     hf = {"qwen2": lambda: tiny_qwen2(seed=20), "mistral": lambda: tiny_mistral(seed=21, window=W),
-          "gemma3": lambda: tiny_gemma3(seed=22, window=W)}[family]()
+          "gemma3": lambda: tiny_gemma3(seed=22, window=W),
+          "llama3.1": lambda: tiny_llama(seed=29, rope_scaling=LLAMA3_ROPE)}[family]()
     m = load_cuda(write_gguf(hf, tmp_path / "m.gguf"), n_ctx=256)
     ps = prompts(5, 3, hi=30)
     alone = [m.generate(p, max_new_tokens=20, ignore_eos=True).tokens for p in ps]

@@ -55,11 +55,14 @@ def rmsnorm_ref(x, w, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * dequant(w)
 
 
-def rope_ref(x, pos, theta=10000.0, mode="neox", n_dims=None, freq_scale=1.0):
+def rope_ref(x, pos, theta=10000.0, mode="neox", n_dims=None, freq_scale=1.0, freq_factors=()):
+    "ggml's rope_ext: pair j turns at pos * freq_scale * theta^(-2j/n) / freq_factors[j]."
     x = x.astype(np.float64)
     n = x.shape[-1] if n_dims is None else n_dims
     j = np.arange(n // 2)
     ang = np.asarray(pos, np.float64)[:, None] * freq_scale * theta ** (-2.0 * j / n)
+    if len(freq_factors):
+        ang = ang / np.asarray(freq_factors, np.float64)
     c, s = np.cos(ang)[:, None], np.sin(ang)[:, None]
     ia = j if mode == "neox" else 2 * j
     ib = ia + (n // 2 if mode == "neox" else 1)
@@ -271,26 +274,31 @@ for T, K, N in ((1, 64, 96), (4, 1024, 200), (8, 96, 64)):
         xq, w = pack_q8(f32(T, K)), weight(f32(N, K, scale=0.1), "Q8_0")
         return (lambda: ([xq, w], {})), (lambda a, kw: unpack_q8(a[0]) @ dequant(a[1]).T)
 
+# Llama 3.1's per-pair factors: 1 for the fast pairs, 8 for the slow ones, a blend between
+FF = {n: tuple(np.clip(np.geomspace(0.5, 16, n), 1, 8)) for n in (16, 32)}
 ROPE = [dict(theta=1e6, mode="neox"), dict(theta=1e4, mode="norm"), dict(theta=1e4, mode="neox", n_dims=32),
-        dict(theta=5e5, mode="norm", n_dims=48, freq_scale=0.25), dict(theta=1e6, mode="neox", freq_scale=0.5)]
+        dict(theta=5e5, mode="norm", n_dims=48, freq_scale=0.25), dict(theta=1e6, mode="neox", freq_scale=0.5),
+        dict(theta=5e5, mode="neox", n_dims=64, freq_factors=FF[32]),
+        dict(theta=1e4, mode="norm", n_dims=32, freq_scale=0.5, freq_factors=FF[16])]
 for attrs in ROPE:
     for H, hd in ((4, 64), (2, 128)):
         if attrs.get("n_dims", 0) > hd:
             continue
+        label = {k: (f"{len(v)} factors" if k == "freq_factors" else v) for k, v in attrs.items()}
 
-        @case("rope", f"{attrs} H{H} hd{hd}", tol_cpu=1e-5, tol_gpu=1e-5)
+        @case("rope", f"{label} H{H} hd{hd}", tol_cpu=1e-5, tol_gpu=1e-5)
         def _(attrs=attrs, H=H, hd=hd):
             x, pos = f32(6, H, hd), np.array([0, 1, 7, 100, 4000, 31999], np.int32)
             return (lambda: ([x, pos], dict(attrs))), (lambda a, kw: rope_ref(a[0], a[1], **kw))
 
-        @case("qk_norm_rope", f"{attrs} H{H} hd{hd}", tol_gpu=1e-5, gpu_only=True)
+        @case("qk_norm_rope", f"{label} H{H} hd{hd}", tol_gpu=1e-5, gpu_only=True)
         def _(attrs=attrs, H=H, hd=hd):
             x, w, pos = f32(6, H, hd), norm_w(hd), np.array([0, 3, 9, 77, 5000, 20000], np.int32)
             return (lambda: ([x, w, pos], dict(eps=1e-6, **attrs))), \
                    (lambda a, kw: rope_ref(rmsnorm_ref(a[0], a[1], kw["eps"]), a[2],
                                            **{k: v for k, v in kw.items() if k != "eps"}))
 
-        @case("qk_norm_rope_pair", f"{attrs} H{H}+{H // 2 or 1} hd{hd}", tol_gpu=1e-5, gpu_only=True)
+        @case("qk_norm_rope_pair", f"{label} H{H}+{H // 2 or 1} hd{hd}", tol_gpu=1e-5, gpu_only=True)
         def _(attrs=attrs, H=H, hd=hd):
             q, k, wq, wk = f32(6, H, hd), f32(6, H // 2 or 1, hd), norm_w(hd), norm_w(hd)
             pos = np.array([0, 3, 9, 77, 5000, 20000], np.int32)
@@ -301,7 +309,7 @@ for attrs in ROPE:
                                        for x, w in ((a[0], a[2]), (a[1], a[3]))])
             return (lambda: ([q, k, wq, wk, pos], dict(eps=1e-6, **attrs))), ref
 
-        @case("qk_norm_rope_store", f"{attrs} H{H}+{H // 2 or 1} hd{hd}", tol_gpu=1e-3, gpu_only=True)
+        @case("qk_norm_rope_store", f"{label} H{H}+{H // 2 or 1} hd{hd}", tol_gpu=1e-3, gpu_only=True)
         def _(attrs=attrs, H=H, hd=hd):
             Hk = H // 2 or 1
             q, k, v, wq, wk = f32(6, H, hd), f32(6, Hk, hd), f32(6, Hk, hd), norm_w(hd), norm_w(hd)

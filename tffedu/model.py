@@ -312,10 +312,6 @@ def load(path=None, device: str = "cpu", n_ctx: int | None = None, warm: bool = 
         from tffedu.assets import default_model_path
         path = default_model_path()
     source = open_model(path)
-    if device == "cuda" and source.config.rope_factors:    # the GPU's RoPE kernels compute theta^(-2i/n)
-        source.close()
-        raise ModelError(f"{path}: per-pair RoPE factors (Llama 3.1+: rope_freqs.weight, rope_scaling "
-                         f"'llama3') run on the CPU only so far, not on the GPU")
     tokenizer = None
     try:                              # a weights-only file: logits work, text prompts do not
         from tffedu.tokenizer import load_tokenizer

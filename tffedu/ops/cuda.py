@@ -29,9 +29,9 @@ from ..errors import DeviceError, ShapeError
 __all__ = ['CU_FUNC_NUM_REGS', 'CU_FUNC_MAX_DYNAMIC_SHARED', 'PDL', 'WS_ALIGN', 'ARGMAX_CHUNK', 'device_info', 'device_arch',
            'libcuda', 'Module', 'kernels_dir', 'load_module', 'load_kernel', 'set_smem', 'kernel_source', 'show_kernel',
            'time_all', 'time_ms', 'copy_bandwidth', 'CudaGraph', 'Kernel', 'kernel', 'launch', 'kind', 'ptr', 'check',
-           'empty', 'output', 'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'rope', 'qk_norm_rope',
-           'qk_norm_rope_pair', 'qk_pair_launch', 'add', 'swiglu', 'geglu', 'scale', 'cast_raw', 'cast', 'get_rows',
-           'softmax', 'argmax']
+           'empty', 'output', 'workspace_bytes', 'Workspace', 'with_workspace', 'rmsnorm', 'freq_factors_ptr', 'rope',
+           'qk_norm_rope', 'qk_norm_rope_pair', 'qk_pair_launch', 'add', 'swiglu', 'geglu', 'scale', 'cast_raw', 'cast',
+           'get_rows', 'softmax', 'argmax']
 
 # %% ../../notebooks/10_cuda_basics.ipynb #8185bb4d
 from ..device import cuda_context as context, cuda_driver as _drv, on_cuda_exit
@@ -572,9 +572,32 @@ def rmsnorm(x, w, out=None, stream=None, eps: float = 1e-6):
         launch(kernel("rmsnorm.cu", "rmsnorm_v2", "PPPiif", {"BLOCK": 256}), (T,), (256,), stream, *args)
     return out
 
+# %% ../../notebooks/10_cuda_basics.ipynb #b7e2d9f1
+_FREQ_FACTORS: dict = {}     # a table of per-pair RoPE factors -> its float64 copy on the GPU
+
+
+@on_cuda_exit
+def _free_freq_factors():
+    _FREQ_FACTORS.clear()
+
+
+def freq_factors_ptr(freq_factors, n_dims: int, name: str) -> int:
+    """Device address of the per-pair RoPE factors (pair j turns freq_factors[j] times slower), 0 for
+    none. Each table goes to the GPU once, in float64 like the angles, and stays there."""
+    if not len(freq_factors):
+        return 0
+    f = tuple(float(v) for v in freq_factors)
+    if len(f) != n_dims // 2 or not all(0 < v < math.inf for v in f):
+        raise ShapeError(f"{name}: freq_factors must be {n_dims // 2} positive finite numbers (one per "
+                         f"rotated pair), got {len(f)}")
+    if f not in _FREQ_FACTORS:
+        import pycuda.gpuarray as ga
+        _FREQ_FACTORS.setdefault(f, ga.to_gpu(np.array(f, np.float64)))   # one copy, even with two threads
+    return ptr(_FREQ_FACTORS[f], "freq_factors")
+
 # %% ../../notebooks/10_cuda_basics.ipynb #05ee5434
-def _rope_args(x, pos, mode, n_dims, theta, name):
-    "Shared checks of rope and qk_norm_rope: shapes, mode, the rotated dims."
+def _rope_args(x, pos, mode, n_dims, theta, name, freq_factors=()):
+    "Shared checks of rope and qk_norm_rope: shapes, mode, the rotated dims; lstep and the factors' address."
     if mode not in ("neox", "norm"):
         raise ShapeError(f"{name}: mode must be 'neox' or 'norm', got {mode!r}")
     T, H, Dh = check(x, "x", ndim=3, kinds=("F32",))
@@ -584,56 +607,58 @@ def _rope_args(x, pos, mode, n_dims, theta, name):
     check(pos, "pos", shape=(T,), kinds=("I32",))
     if not theta > 0:
         raise ShapeError(f"{name}: theta must be positive, got {theta}")
-    return T, H, Dh, n, -2.0 * math.log(theta) / n     # lstep: inv_freq_j = exp(j * lstep)
+    lstep = -2.0 * math.log(theta) / n                  # inv_freq_j = exp(j * lstep)
+    return T, H, Dh, n, lstep, np.intp(freq_factors_ptr(freq_factors, n, name))
 
 
 @OPS.register("rope", "cuda")
 def rope(x, pos, out=None, stream=None, theta: float = 10000.0, mode: str = "neox",
-         n_dims: int | None = None, freq_scale: float = 1.0):
+         n_dims: int | None = None, freq_scale: float = 1.0, freq_factors=()):
     """RoPE on x f32 [T, H, Dh] at positions pos int32 [T]; mode 'neox' (pairs j, j+n/2) or 'norm'
-    (2j, 2j+1). Only the first n_dims dims turn (default all); angles use pos * freq_scale."""
-    T, H, Dh, n, lstep = _rope_args(x, pos, mode, n_dims, theta, "rope")
+    (2j, 2j+1). Only the first n_dims dims turn (default all); angles use pos * freq_scale, and pair j's
+    is divided by freq_factors[j] if given."""
+    T, H, Dh, n, lstep, ff = _rope_args(x, pos, mode, n_dims, theta, "rope", freq_factors)
     out = output(out, x, (T, H, Dh), "F32")
     m = T * H * (Dh // 2)
     if m:
-        launch(kernel("rope.cu", "rope_nd_f32", "PPPiiiiddi"), ((m + 255) // 256,), (256,), stream,
+        launch(kernel("rope.cu", "rope_nd_f32", "PPPiiiiddiP"), ((m + 255) // 256,), (256,), stream,
                ptr(x, "x"), ptr(out, "out"), ptr(pos, "pos"), np.int32(T), np.int32(H), np.int32(Dh),
-               np.int32(n), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"))
+               np.int32(n), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"), ff)
     return out
 
 
 @OPS.register("qk_norm_rope", "cuda")
 def qk_norm_rope(x, w, pos, out=None, stream=None, eps: float = 1e-6, theta: float = 10000.0,
-                 mode: str = "neox", n_dims: int | None = None, freq_scale: float = 1.0):
+                 mode: str = "neox", n_dims: int | None = None, freq_scale: float = 1.0, freq_factors=()):
     """Qwen3's per-head RMSNorm (weight w [Dh]) then RoPE, fused: x f32 [T, H, Dh] -> f32 [T, H, Dh].
     The same as rope(rmsnorm(x, w, eps), pos, ...) — the lowering pass of chapter 13 swaps it in."""
-    T, H, Dh, n, lstep = _rope_args(x, pos, mode, n_dims, theta, "qk_norm_rope")
+    T, H, Dh, n, lstep, ff = _rope_args(x, pos, mode, n_dims, theta, "qk_norm_rope", freq_factors)
     if Dh > 256:
         raise ShapeError(f"qk_norm_rope needs a head dim <= 256, got {Dh}")
     check(w, "w", shape=(Dh,), kinds=("F32",))
     out = output(out, x, (T, H, Dh), "F32")
     if T * H:
-        launch(kernel("rope.cu", "qk_norm_rope_nd_f32", "PPPPiiiifddi", {"QKN_WARPS": 4}), ((T * H + 3) // 4,),
+        launch(kernel("rope.cu", "qk_norm_rope_nd_f32", "PPPPiiiifddiP", {"QKN_WARPS": 4}), ((T * H + 3) // 4,),
                (128,), stream, ptr(x, "x"), ptr(out, "out"), ptr(w, "w"), ptr(pos, "pos"), np.int32(T),
                np.int32(H), np.int32(Dh), np.int32(n), np.float32(eps), np.float64(lstep),
-               np.float64(freq_scale), np.int32(mode == "neox"))
+               np.float64(freq_scale), np.int32(mode == "neox"), ff)
     return out
 
 @OPS.register("qk_norm_rope_pair", "cuda")
 def qk_norm_rope_pair(q, k, wq, wk, pos, out=None, stream=None, eps: float = 1e-6, theta: float = 10000.0,
-                      mode: str = "neox", n_dims: int | None = None, freq_scale: float = 1.0):
+                      mode: str = "neox", n_dims: int | None = None, freq_scale: float = 1.0, freq_factors=()):
     """`qk_norm_rope` of q [T, Hq, Dh] (weight wq) and of k [T, Hk, Dh] (weight wk) in one launch:
     f32 [T*Hq*Dh + T*Hk*Dh], q's rows then k's (chapter 12b's lowering reads each through a view)."""
-    return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale)
+    return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, freq_factors)
 
 
-def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, store=None,
+def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, freq_factors, store=None,
                    name: str = "qk_norm_rope_pair", store_q8: bool = False):
     """The pair's checks and launch; `store` = (v, k_pages, v_pages, slots) device addresses and the
     pages' slot count, v's rows also (chapter 12's `qk_norm_rope_store`): the kernel stores k and v
     in the pages too, as f16 or (store_q8) as Q8_0 blocks.
     `name`: the op the errors name."""
-    T, Hq, Dh, n, lstep = _rope_args(q, pos, mode, n_dims, theta, name)
+    T, Hq, Dh, n, lstep, ff = _rope_args(q, pos, mode, n_dims, theta, name, freq_factors)
     _, Hk, _ = check(k, "k", shape=(T, None, Dh), kinds=("F32",))
     if Dh > 256:
         raise ShapeError(f"{name} needs a head dim <= 256, got {Dh}")
@@ -642,12 +667,12 @@ def qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, fre
     out = output(out, q, (T * (Hq + Hk) * Dh,), "F32")
     rows = T * (Hq + Hk) + (T * Hk if store else 0)
     if rows:
-        fn, sig = ((f"qk_norm_rope_store_{'q8' if store_q8 else 'f32'}", "PPPPPPiiiiifddiPPPPi") if store
-                   else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddi"))
+        fn, sig = ((f"qk_norm_rope_store_{'q8' if store_q8 else 'f32'}", "PPPPPPiiiiifddiPPPPPi") if store
+                   else ("qk_norm_rope_pair_f32", "PPPPPPiiiiifddiP"))
         launch(kernel("rope.cu", fn, sig, {"QKN_WARPS": 4}), ((rows + 3) // 4,),
                (128,), stream, ptr(q, "q"), ptr(k, "k"), ptr(out, "out"), ptr(wq, "wq"), ptr(wk, "wk"),
                ptr(pos, "pos"), np.int32(T), np.int32(Hq), np.int32(Hk), np.int32(Dh), np.int32(n),
-               np.float32(eps), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"),
+               np.float32(eps), np.float64(lstep), np.float64(freq_scale), np.int32(mode == "neox"), ff,
                *(store or ()))
     return out
 

@@ -431,7 +431,7 @@ def kv_store(k, v, k_pages, v_pages, slots, stream=None, kv_dtype: str | None = 
 @OPS.register("qk_norm_rope_store", "cuda")
 def qk_norm_rope_store(q, k, v, wq, wk, pos, k_pages, v_pages, slots, out=None, stream=None, eps: float = 1e-6,
                        theta: float = 10000.0, mode: str = "neox", n_dims: int | None = None,
-                       freq_scale: float = 1.0, kv_dtype: str | None = None):
+                       freq_scale: float = 1.0, freq_factors=(), kv_dtype: str | None = None):
     """`qk_norm_rope_pair(q, k, wq, wk, pos)` whose launch also does `kv_store` of the rotated k and
     of v (f32 [T, Hk, Dh]) into the f16 (or Q8_0) pages at `slots`: one kernel where there were two.
     Chapter 12b's lowering gives it to a decode block, whose attention (`stored=True`) then only reads."""
@@ -441,7 +441,7 @@ def qk_norm_rope_store(q, k, v, wq, wk, pos, k_pages, v_pages, slots, out=None, 
     check(slots, "slots", shape=(T,), kinds=("I32",))
     if (H2, D2) != (Hk, D):
         raise ShapeError(f"qk_norm_rope_store: k {(T, Hk, D)} does not fit pages {(P, ps, H2, D2)}")
-    return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale,
+    return qk_pair_launch(q, k, wq, wk, pos, out, stream, eps, theta, mode, n_dims, freq_scale, freq_factors,
                           store=(ptr(v, "v"), ptr(k_pages, "k_pages"), ptr(v_pages, "v_pages"), ptr(slots, "slots"),
                                  np.int32(P * ps)),
                           name="qk_norm_rope_store", store_q8=kind(k_pages) == "Q8_0")
