@@ -137,3 +137,33 @@ def test_cancelled_and_abandoned_speculating_requests_give_every_page_back(files
     no_pages_held(eng)
     assert m.generate(ps[0], max_new_tokens=20, speculative=f"draft:{files['other']}").tokens == want
     no_pages_held(eng)
+
+
+def test_a_call_waiting_on_a_stream_its_own_thread_parked_says_so(files, monkeypatch):
+    """A notebook starts a stream, then calls generate before reading the stream to the end: the
+    stream runs on inside generate's steps until it is parked, holding pages a sliding window let it
+    outgrow (so it cannot be preempted), which generate's long prompt needs. Nothing but this thread
+    could read the stream: an EngineError, not a hang; the stream itself then reads on to the end."""
+    from tffedu.errors import EngineError
+    m = tffedu.engine.load(files["mistral_w"], n_ctx=256)
+    want = m.generate([5, 6, 7], max_new_tokens=60, ignore_eos=True).text
+    eng = engine_of(m, page_size=2, num_pages=8)        # a window of 6: 4 pages a sequence at most
+    monkeypatch.setattr(tffedu.engine, "STUCK_S", 0.2)
+    s = m.stream([5, 6, 7], max_new_tokens=60, ignore_eos=True)
+    got = [next(s) for _ in range(5)]
+    with pytest.raises(EngineError, match="stream.* of this same thread"):
+        m.generate(list(range(1, 13)), max_new_tokens=4, ignore_eos=True)   # its prompt needs 6 pages
+    got.extend(s)
+    assert "".join(got) == want
+    no_pages_held(eng)
+    # read by another thread meanwhile: the call waits for it, and both finish
+    alone = m.generate(list(range(1, 13)), max_new_tokens=4, ignore_eos=True).tokens
+    monkeypatch.setattr(tffedu.engine, "STUCK_S", 60.0)
+    s = m.stream([5, 6, 7], max_new_tokens=60, ignore_eos=True)
+    got = [next(s)]
+    t = threading.Thread(target=lambda: got.extend(s), daemon=True)
+    t.start()
+    assert m.generate(list(range(1, 13)), max_new_tokens=4, ignore_eos=True).tokens == alone
+    t.join(60)
+    assert not t.is_alive() and "".join(got) == want
+    no_pages_held(eng)

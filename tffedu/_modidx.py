@@ -60,6 +60,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tffedu.engine.Engine._read': ('engine.html#engine._read', 'tffedu/engine.py'),
                                'tffedu.engine.Engine._take_ahead': ('engine.html#engine._take_ahead', 'tffedu/engine.py'),
                                'tffedu.engine.Engine._verify': ('engine.html#engine._verify', 'tffedu/engine.py'),
+                               'tffedu.engine.Engine._wait_for_readers': ('engine.html#engine._wait_for_readers', 'tffedu/engine.py'),
                                'tffedu.engine.Engine.add': ('engine.html#engine.add', 'tffedu/engine.py'),
                                'tffedu.engine.Engine.busy': ('engine.html#engine.busy', 'tffedu/engine.py'),
                                'tffedu.engine.Engine.cancel': ('engine.html#engine.cancel', 'tffedu/engine.py'),

@@ -33,7 +33,7 @@ from .sampling import SamplingParams, sample
 
 # %% auto #0
 __all__ = ['STREAM_LOOKAHEAD', 'KV_MEMORY', 'HOST_KV_MEMORY', 'HEADROOM', 'MAX_CACHE_TOKENS', 'HISTORY_STEPS', 'MAX_TOP_LOGPROBS',
-           'MAX_BATCH', 'TOKEN_BUDGET', 'Request', 'Batch', 'Scheduler', 'kv_token_bytes', 'kv_dtype_of',
+           'MAX_BATCH', 'TOKEN_BUDGET', 'STUCK_S', 'Request', 'Batch', 'Scheduler', 'kv_token_bytes', 'kv_dtype_of',
            'kv_memory_tokens', 'kv_pages', 'Engine', 'token_logprobs', 'engine_of', 'drop_engine', 'measure_decode',
            'generate_batch', 'stream', 'Model', 'load']
 
@@ -59,6 +59,7 @@ class Request:
     t_first: float = 0.0
     t_done: float = 0.0
     n_read: int | None = None                         # a stream: new tokens its consumer has taken
+    reader: int | None = None                         # a stream: the thread that read it last
     drafter: object | None = None                     # chapter 16: proposes tokens to check in one step
     k: int = 0                                        # draft tokens it tries next (adapted as they pass)
     drafts: list[int] = field(default_factory=list)   # this step's, appended to its decode row
@@ -418,6 +419,7 @@ class Engine:
         self._ahead: tuple | None = None           # (Batch, Pending): a decode step queued, not yet read
         self.history: list[tuple[str, list[int], list[int]]] = []  # (kind, sids, chunks) per step
         self._next_sid = 0
+        self._stuck_since: float | None = None     # when steps began to find nothing but streams of one thread
         self.drafters: dict = {}                   # `speculative=` -> its Drafter (chapter 16), made once
         self.lock = threading.RLock()
 
@@ -532,7 +534,9 @@ def step(self: Engine) -> list[tuple[Request, int]]:
             self._draft()                      # chapter 16: drafts of the requests that speculate
             batch = self.scheduler.schedule()
             if batch is None:
+                self._wait_for_readers()           # or say why no step can ever come
                 return []
+            self._stuck_since = None
             pending, whole = self.runner.launch(batch.input), True
         samples = batch.samples                # read before any token is appended
         # the GPU runs on while this step's tokens come back (row for row the step just launched)
@@ -562,6 +566,31 @@ def step(self: Engine) -> list[tuple[Request, int]]:
                 if req.done:
                     break
         return out
+
+# %% ../notebooks/14a_engine.ipynb #d5e6f7a8
+STUCK_S = 2.0   # seconds a call may wait on streams that only its own thread reads
+
+
+@patch
+def _wait_for_readers(self: Engine) -> None:
+    """Nothing could be scheduled. If parked streams hold what the waiting requests need, and the
+    thread that reads them is this one (waiting here), raise after STUCK_S seconds; else wait a
+    millisecond, so that their readers get the CPU."""
+    parked = [r for r in self.scheduler.running if r.parked]
+    if not parked:
+        self._stuck_since = None
+        return
+    time.sleep(0.001)
+    if any(r.reader != threading.get_ident() for r in parked):
+        self._stuck_since = None
+        return
+    now = time.monotonic()
+    self._stuck_since = self._stuck_since or now
+    if now - self._stuck_since > STUCK_S:
+        self._stuck_since = None
+        raise EngineError(f"this call waits for KV-cache pages or batch slots that {len(parked)} stream(s) "
+                          f"of this same thread hold, {STREAM_LOOKAHEAD} tokens ahead of their reader: "
+                          f"read them on, or close them (.close()), before this call")
 
 # %% ../notebooks/14a_engine.ipynb #9668e277
 @patch
@@ -851,7 +880,7 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
         raise SamplingError("this model file has no tokenizer, so its tokens cannot be streamed as text")
     eng = engine_of(model)
     req = eng.add(model.encode(prompt), params, max_new_tokens, stops, ignore_eos, speculative=speculative)
-    req.n_read = 0                                   # parked when its reader falls behind
+    req.n_read, req.reader = 0, threading.get_ident()   # parked when its reader falls behind
     dec, seen = model.tokenizer.stream_decoder(), 0
     try:
         while True:
@@ -862,6 +891,7 @@ def stream(model, prompt, max_new_tokens: int = 64, stop=None, ignore_eos: bool 
                 req.n_read = seen
                 if piece:
                     yield piece
+                    req.reader = threading.get_ident()   # whoever resumed it reads it now
             if done:
                 break
             eng.step()
