@@ -975,6 +975,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                   'tffedu/safetensors.py'),
                                     'tffedu.safetensors.SafetensorsFile.numpy': ( 'safetensors.html#safetensorsfile.numpy',
                                                                                   'tffedu/safetensors.py'),
+                                    'tffedu.safetensors._check_weight_map': ('safetensors.html#_check_weight_map', 'tffedu/safetensors.py'),
                                     'tffedu.safetensors._shard_files': ('safetensors.html#_shard_files', 'tffedu/safetensors.py'),
                                     'tffedu.safetensors._split_gate_up': ('safetensors.html#_split_gate_up', 'tffedu/safetensors.py'),
                                     'tffedu.safetensors._stack_experts': ('safetensors.html#_stack_experts', 'tffedu/safetensors.py'),
