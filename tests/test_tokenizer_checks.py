@@ -135,6 +135,42 @@ def test_folder_files_must_be_regular(hf_folder):
         load_tokenizer(hf_folder)
 
 
+def _hf_auto(folder):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+@pytest.mark.parametrize("name, content", [
+    ("tokenizer_config.json", {"eos_token": "<|nope|>"}),
+    ("tokenizer_config.json", {"bos_token": "<|nope|>", "eos_token": "<|end|>"}),
+    ("special_tokens_map.json", {"eos_token": {"content": "<|nope|>", "lstrip": False}}),
+])
+def test_bos_or_eos_the_vocabulary_lacks(hf_folder, name, content):
+    """transformers adds a BOS/EOS that tokenizer.json lacks as a new special token (id 258 here, one
+    past the vocabulary: a row the model's embedding does not have); we refuse, naming file and token."""
+    (hf_folder / name).write_text(json.dumps(content))
+    hf, key = _hf_auto(hf_folder), next(k for k, v in content.items() if "nope" in str(v))
+    assert getattr(hf, key) == "<|nope|>" and getattr(hf, key + "_id") == 258 and len(hf) == 259
+    with pytest.raises(TokenizerError, match=rf"{name}: {key} '<\|nope\|>' is not in tokenizer.json's "
+                                             rf"vocabulary \(transformers would add it as a new token, id 258\)"):
+        load_tokenizer(hf_folder)
+
+
+@pytest.mark.parametrize("config, special_map, eos", [
+    ({}, {"eos_token": "<|end|>"}, 257),                                     # only the map names it
+    ({"eos_token": "ab"}, {"eos_token": {"content": "<|end|>"}}, 257),         # the map wins
+    ({"eos_token": "<|end|>", "added_tokens_decoder": {"257": {               # ... unless the config
+        "content": "<|end|>", "special": True, "lstrip": False, "rstrip": False,  # has added_tokens_decoder
+        "normalized": False, "single_word": False}}}, {"eos_token": "ab"}, 257),
+])
+def test_special_tokens_map_as_transformers_reads_it(hf_folder, config, special_map, eos):
+    "special_tokens_map.json (older folders): read when and as transformers reads it."
+    (hf_folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (hf_folder / "special_tokens_map.json").write_text(json.dumps(special_map))
+    assert _hf_auto(hf_folder).eos_token_id == eos
+    assert load_tokenizer(hf_folder).eos_id == eos
+
+
 # --- chat templates ------------------------------------------------------------------------------
 CHAT = [{"role": "user", "content": "hi"}]
 HOSTILE = {

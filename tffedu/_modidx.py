@@ -1216,6 +1216,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'tffedu.tokenizer._hf_chat_template': ('tokenizer.html#_hf_chat_template', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._hf_id': ('tokenizer.html#_hf_id', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._hf_pre_name': ('tokenizer.html#_hf_pre_name', 'tffedu/tokenizer.py'),
+                                  'tffedu.tokenizer._hf_special_ids': ('tokenizer.html#_hf_special_ids', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._hf_vocab': ('tokenizer.html#_hf_vocab', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._jinja_env': ('tokenizer.html#_jinja_env', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._model_class': ('tokenizer.html#_model_class', 'tffedu/tokenizer.py'),
