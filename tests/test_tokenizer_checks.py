@@ -30,6 +30,8 @@ def qwen_md():
     ("tokenizer.ggml.eos_token_id", True, "eos_token_id must be an integer id, got bool"),
     ("tokenizer.ggml.eos_token_id", 1.5, "eos_token_id must be an integer id, got float"),
     ("tokenizer.ggml.padding_token_id", 2**40, "padding_token_id = 1099511627776 is outside"),
+    ("tokenizer.ggml.eos_token_id", 151936, "eos_token_id = 151936 is outside the vocabulary of 151936"),
+    ("tokenizer.ggml.bos_token_id", -1, "bos_token_id = -1 is outside"),
     ("tokenizer.ggml.pre", ["qwen2"], "pre must be a string, got list"),
     ("tokenizer.ggml.pre", 7, "pre must be a string, got int"),
     ("tokenizer.ggml.tokens", np.arange(10, dtype=np.int32), "tokens must be an array of strings; entry 0"),
@@ -53,6 +55,25 @@ def test_no_vocabulary_is_its_own_error(tmp_path):
     with pytest.raises(NoTokenizerError, match="no tokenizer.json"):
         load_tokenizer(tmp_path)
     assert issubclass(NoTokenizerError, TokenizerError)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("tokenizer.ggml.eos_token_id", 10**6, "eos_token_id = 1000000 is not a token id of the model's 503-token"),
+    ("tokenizer.ggml.eot_token_id", -3, "eot_token_id = -3 is not a token id"),
+    ("tokenizer.ggml.eos_token_id", "2", "eos_token_id = '2' is not a token id"),
+])
+def test_stop_ids_of_a_file_without_vocabulary(tmp_path, key, value, words):
+    """A weights-only GGUF may still carry EOS/EOT ids, which the model stops on: each must be a row of
+    its output. llama.cpp (llama-vocab.cpp, load) skips an id past the vocabulary with a warning and
+    refuses a key of the wrong type (llama-model-loader: 'key ... has wrong type'); we refuse both."""
+    from hf_models import tiny_qwen3, write_gguf
+    from tffedu.model import load
+    path = write_gguf(tiny_qwen3(seed=1), tmp_path / "bare.gguf", tokenizer=False, extra={key: value})
+    with pytest.raises(TokenizerError, match=words):
+        load(path, warm=False)
+    ok = write_gguf(tiny_qwen3(seed=1), tmp_path / "ok.gguf", tokenizer=False,
+                    extra={"tokenizer.ggml.eos_token_id": 7})
+    assert load(ok, warm=False).eos_ids == {7}
 
 
 def test_too_many_special_tokens():
