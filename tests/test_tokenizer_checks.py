@@ -156,6 +156,25 @@ def test_folder_files_must_be_regular(hf_folder):
         load_tokenizer(hf_folder)
 
 
+@pytest.mark.parametrize("merge, token", [
+    (["c", "d"], "cd"),              # the merged token is missing
+    ("zz b", "zz"),                  # the left one ('a b' strings, the older form)
+    (["a", "zz"], "zz"),             # the right one
+])
+def test_merges_outside_the_vocabulary(hf_folder, merge, token):
+    """HF's tokenizers refuses a tokenizer.json whose merge names a token model.vocab lacks; so do we,
+    naming the merge and the token."""
+    from tokenizers import Tokenizer as HFTokenizer
+    old = ["a b"] if isinstance(merge, str) else [["a", "b"]]     # one form in a file, as tokenizers wants
+    _edit(hf_folder, "tokenizer.json", lambda s: s["model"].update(merges=old + [merge]))
+    with pytest.raises(Exception, match=f"Token `{token}` out of vocabulary"):
+        HFTokenizer.from_file(str(hf_folder / "tokenizer.json"))
+    shown = merge if isinstance(merge, str) else " ".join(merge)
+    with pytest.raises(TokenizerError, match=rf"tokenizer.json: merges\[1\] = '{shown}' needs the token "
+                                             rf"'{token}', which model.vocab lacks"):
+        load_tokenizer(hf_folder)
+
+
 def _hf_auto(folder):
     from transformers import AutoTokenizer
     return AutoTokenizer.from_pretrained(str(folder))

@@ -1214,6 +1214,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'tffedu.tokenizer._guard_filter': ('tokenizer.html#_guard_filter', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._hf_bos': ('tokenizer.html#_hf_bos', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._hf_chat_template': ('tokenizer.html#_hf_chat_template', 'tffedu/tokenizer.py'),
+                                  'tffedu.tokenizer._hf_check_merges': ('tokenizer.html#_hf_check_merges', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._hf_id': ('tokenizer.html#_hf_id', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._hf_pre_name': ('tokenizer.html#_hf_pre_name', 'tffedu/tokenizer.py'),
                                   'tffedu.tokenizer._hf_special_ids': ('tokenizer.html#_hf_special_ids', 'tffedu/tokenizer.py'),
