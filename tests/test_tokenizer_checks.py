@@ -48,6 +48,32 @@ def test_wrongly_typed_metadata(qwen_md, key, value, words):
         Tokenizer.from_metadata({**qwen_md, key: value})
 
 
+# qwen2's vocabulary with these merges ranked first: none of 'QZ', 'QZQ', 'QÃ', 'xq', 'xqj' is a token.
+BAD_MERGES = ["Q Z", "QZ Q", "Q Ã", "x q", "xq j"]
+# what llama.cpp's llama-tokenize (the peers/ tarball, commit 0c1e570) printed for that file, --ids
+LLAMA_CPP_IDS = {"QZQZ": [48, 57, 48, 57], "QZQ xqj": [48, 57, 48, 220, 87, 80, 73],
+                 "hello QZ world": [14990, 220, 48, 57, 1879], "xqjQ": [87, 80, 73, 48], "Qé": [48, 102]}
+
+
+def test_gguf_merges_outside_the_vocabulary(qwen_md):
+    """A GGUF's merges may form strings the vocabulary lacks. llama.cpp takes them (llama-vocab.cpp
+    reads tokenizer.ggml.merges without looking tokens up), BPE merges strings, and a final piece that
+    is no token becomes the tokens of its bytes (llm_tokenizer_bpe_session::tokenize); so do we, with
+    llama.cpp's ids. One difference, on purpose: llama.cpp looks each raw UTF-8 byte of such a piece
+    up as a one-byte string, so a byte whose byte-level character is not ASCII ('Ã', 0xC3 of 'é') finds
+    no token and is dropped: its 'Qé' is Q + the byte 0xA9, invalid UTF-8. We give that byte's token:
+    the ids decode to the text."""
+    vocab = set(qwen_md["tokenizer.ggml.tokens"])
+    assert not any(m.replace(" ", "") in vocab for m in BAD_MERGES)
+    tok = Tokenizer.from_metadata({**qwen_md, "tokenizer.ggml.merges": BAD_MERGES + list(qwen_md["tokenizer.ggml.merges"])})
+    for text, ids in LLAMA_CPP_IDS.items():
+        ours = tok.encode(text)
+        assert all(0 <= i < tok.vocab_size for i in ours) and tok.decode(ours) == text
+        if text != "Qé":
+            assert ours == ids, text
+    assert tok.encode("Qé") == [48, tok.token_to_id["Ã"], 102]       # llama.cpp: [48, 102]
+
+
 def test_no_vocabulary_is_its_own_error(tmp_path):
     "A weights-only file is not broken: NoTokenizerError (a TokenizerError) tells the loader so."
     with pytest.raises(NoTokenizerError):

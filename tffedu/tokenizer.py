@@ -445,8 +445,8 @@ def _bpe_ids(self: Tokenizer, word: str) -> list[int]:
         i = get(s)
         if i is not None:
             ids.append(i)
-        else:  # a merge whose result is not a token (a broken file), or a lone byte it lacks
-            ids.extend(get(c, _MISSING) for c in s)
+        else:  # a merge whose result is not a token (a GGUF may have one), or a lone byte it lacks:
+            ids.extend(get(c, _MISSING) for c in s)   # its bytes' tokens (llama.cpp drops non-ASCII ones)
     return ids
 
 # %% ../notebooks/04_tokenizer.ipynb #ca15a6dd
