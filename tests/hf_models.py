@@ -244,10 +244,11 @@ def gguf_arch(cfg) -> str:
 
 
 def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer: bool = True,
-               ctx: int | None = None, vocab: dict | None = None) -> pathlib.Path:
+               ctx: int | None = None, vocab: dict | None = None, extra: dict | None = None) -> pathlib.Path:
     """Write `model` as GGUF at `path`, 2-D weights in `wtype`; the HF model is updated in place to
     the dequantized weights, so it stays the exact reference of the file. `vocab`: tokenizer.ggml.*
-    keys to write instead of the small byte-level BPE vocabulary (a SentencePiece one, say)."""
+    keys to write instead of the small byte-level BPE vocabulary (a SentencePiece one, say); `extra`:
+    more metadata keys (gguf_util.add_metadata)."""
     cfg = model.config
     arch = gguf_arch(cfg)
     path = pathlib.Path(path)
@@ -304,6 +305,8 @@ def write_gguf(model, path, wtype: str = "F32", n_regular: int = 500, tokenizer:
         w.add_pad_token_id(cfg.pad_token_id)
         w.add_add_bos_token(False)
         w.add_chat_template(CHAT_TEMPLATE)
+    if extra:
+        add_metadata(w, extra)
 
     tied = cfg.tie_word_embeddings
     with torch.no_grad():

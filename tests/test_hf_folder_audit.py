@@ -152,3 +152,84 @@ def test_a_quantized_folder_is_refused_by_name(tmp_path, q):
     _edit_config(tmp_path, quantization_config=q)
     with pytest.raises(ConfigError, match="quantization_config"):
         tffedu.load(tmp_path)
+
+
+# ---- a sharded folder's index against its shards -------------------------------------------------
+def _sharded(folder):
+    "A tiny Llama in several shards with model.safetensors.index.json; returns the index's weight_map."
+    tiny_llama(seed=8).save_pretrained(folder, max_shard_size="40KB")
+    return json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
+
+
+def _write_map(folder, weight_map):
+    p = folder / "model.safetensors.index.json"
+    spec = json.loads(p.read_text())
+    spec["weight_map"] = weight_map
+    p.write_text(json.dumps(spec))
+
+
+def _keys(folder, shard) -> set:
+    "The tensors of one shard, as the safetensors library reads its header."
+    from safetensors import safe_open
+    with safe_open(str(folder / shard), "np") as f:
+        return set(f.keys())
+
+
+def test_index_naming_a_shard_the_folder_lacks(tmp_path):
+    "transformers fails opening the file (FileNotFoundError); we name the tensor and the shard."
+    wm = _sharded(tmp_path)
+    _write_map(tmp_path, {**wm, "model.norm.weight": "model-nope.safetensors"})
+    with pytest.raises(FileNotFoundError):
+        _hf(tmp_path)
+    with pytest.raises(SafetensorsError, match="'model.norm.weight' is in shard 'model-nope.safetensors', "
+                                               "which the folder does not have"):
+        tffedu.load(tmp_path)
+
+
+def test_index_naming_the_wrong_shard(tmp_path):
+    """The index puts a tensor in a shard whose header (read by the safetensors library) lacks it.
+    transformers ignores the index's tensor names (it reads every tensor of the shards named); the
+    index and the shards disagree, so we refuse, naming the tensor and the shard."""
+    wm = _sharded(tmp_path)
+    other = next(s for s in sorted(set(wm.values())) if s != wm["model.norm.weight"])
+    assert "model.norm.weight" not in _keys(tmp_path, other)
+    _write_map(tmp_path, {**wm, "model.norm.weight": other})
+    with pytest.raises(SafetensorsError, match=f"'model.norm.weight' is in shard '{other}', which "
+                                               f"does not hold it"):
+        tffedu.load(tmp_path)
+
+
+def test_a_tensor_in_two_shards(tmp_path):
+    """A second shard holds another copy of a tensor the index puts elsewhere. transformers keeps the
+    copy of the shard it reads last, silently (a `dict.update` per shard); we refuse, naming both."""
+    from safetensors.numpy import load_file, save_file
+    wm = _sharded(tmp_path)
+    home = wm["model.norm.weight"]
+    other = next(s for s in sorted(set(wm.values())) if s != home)
+    tensors = load_file(tmp_path / other)
+    save_file({**tensors, "model.norm.weight": np.full(64, 7, np.float32)}, tmp_path / other,
+              metadata={"format": "pt"})
+    assert "model.norm.weight" in _keys(tmp_path, home) & _keys(tmp_path, other)
+    with pytest.raises(SafetensorsError, match=f"'model.norm.weight' is in shard '{home}', but "
+                                               f"'{other}' holds it too"):
+        tffedu.load(tmp_path)
+
+
+def test_a_tensor_the_index_leaves_out(tmp_path):
+    "transformers reads every tensor of the shards the index names, listed or not: so do we, same logits."
+    wm = _sharded(tmp_path)
+    per_shard = {s: [t for t in wm if wm[t] == s] for s in set(wm.values())}
+    left_out = next(t for t in sorted(wm) if len(per_shard[wm[t]]) > 1)   # its shard stays named
+    _write_map(tmp_path, {t: s for t, s in wm.items() if t != left_out})
+    assert rel_err(tffedu.load(tmp_path).logits(PROMPT), hf_logits(_hf(tmp_path), PROMPT)) < TOL
+
+
+@pytest.mark.parametrize("shard", ["../x.safetensors", "/tmp/x.safetensors", "a/../../x.safetensors"])
+def test_index_shard_outside_the_folder(tmp_path, shard):
+    "transformers refuses a shard name that leaves the folder (ValueError); so do we."
+    wm = _sharded(tmp_path / "m")
+    _write_map(tmp_path / "m", {**wm, "model.norm.weight": shard})
+    with pytest.raises(ValueError, match="points outside the model directory"):
+        _hf(tmp_path / "m")
+    with pytest.raises(SafetensorsError, match="must be a plain file name"):
+        tffedu.load(tmp_path / "m")

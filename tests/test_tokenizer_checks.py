@@ -30,6 +30,8 @@ def qwen_md():
     ("tokenizer.ggml.eos_token_id", True, "eos_token_id must be an integer id, got bool"),
     ("tokenizer.ggml.eos_token_id", 1.5, "eos_token_id must be an integer id, got float"),
     ("tokenizer.ggml.padding_token_id", 2**40, "padding_token_id = 1099511627776 is outside"),
+    ("tokenizer.ggml.eos_token_id", 151936, "eos_token_id = 151936 is outside the vocabulary of 151936"),
+    ("tokenizer.ggml.bos_token_id", -1, "bos_token_id = -1 is outside"),
     ("tokenizer.ggml.pre", ["qwen2"], "pre must be a string, got list"),
     ("tokenizer.ggml.pre", 7, "pre must be a string, got int"),
     ("tokenizer.ggml.tokens", np.arange(10, dtype=np.int32), "tokens must be an array of strings; entry 0"),
@@ -46,6 +48,32 @@ def test_wrongly_typed_metadata(qwen_md, key, value, words):
         Tokenizer.from_metadata({**qwen_md, key: value})
 
 
+# qwen2's vocabulary with these merges ranked first: none of 'QZ', 'QZQ', 'QÃ', 'xq', 'xqj' is a token.
+BAD_MERGES = ["Q Z", "QZ Q", "Q Ã", "x q", "xq j"]
+# what llama.cpp's llama-tokenize (the peers/ tarball, commit 0c1e570) printed for that file, --ids
+LLAMA_CPP_IDS = {"QZQZ": [48, 57, 48, 57], "QZQ xqj": [48, 57, 48, 220, 87, 80, 73],
+                 "hello QZ world": [14990, 220, 48, 57, 1879], "xqjQ": [87, 80, 73, 48], "Qé": [48, 102]}
+
+
+def test_gguf_merges_outside_the_vocabulary(qwen_md):
+    """A GGUF's merges may form strings the vocabulary lacks. llama.cpp takes them (llama-vocab.cpp
+    reads tokenizer.ggml.merges without looking tokens up), BPE merges strings, and a final piece that
+    is no token becomes the tokens of its bytes (llm_tokenizer_bpe_session::tokenize); so do we, with
+    llama.cpp's ids. One difference, on purpose: llama.cpp looks each raw UTF-8 byte of such a piece
+    up as a one-byte string, so a byte whose byte-level character is not ASCII ('Ã', 0xC3 of 'é') finds
+    no token and is dropped: its 'Qé' is Q + the byte 0xA9, invalid UTF-8. We give that byte's token:
+    the ids decode to the text."""
+    vocab = set(qwen_md["tokenizer.ggml.tokens"])
+    assert not any(m.replace(" ", "") in vocab for m in BAD_MERGES)
+    tok = Tokenizer.from_metadata({**qwen_md, "tokenizer.ggml.merges": BAD_MERGES + list(qwen_md["tokenizer.ggml.merges"])})
+    for text, ids in LLAMA_CPP_IDS.items():
+        ours = tok.encode(text)
+        assert all(0 <= i < tok.vocab_size for i in ours) and tok.decode(ours) == text
+        if text != "Qé":
+            assert ours == ids, text
+    assert tok.encode("Qé") == [48, tok.token_to_id["Ã"], 102]       # llama.cpp: [48, 102]
+
+
 def test_no_vocabulary_is_its_own_error(tmp_path):
     "A weights-only file is not broken: NoTokenizerError (a TokenizerError) tells the loader so."
     with pytest.raises(NoTokenizerError):
@@ -53,6 +81,25 @@ def test_no_vocabulary_is_its_own_error(tmp_path):
     with pytest.raises(NoTokenizerError, match="no tokenizer.json"):
         load_tokenizer(tmp_path)
     assert issubclass(NoTokenizerError, TokenizerError)
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("tokenizer.ggml.eos_token_id", 10**6, "eos_token_id = 1000000 is not a token id of the model's 503-token"),
+    ("tokenizer.ggml.eot_token_id", -3, "eot_token_id = -3 is not a token id"),
+    ("tokenizer.ggml.eos_token_id", "2", "eos_token_id = '2' is not a token id"),
+])
+def test_stop_ids_of_a_file_without_vocabulary(tmp_path, key, value, words):
+    """A weights-only GGUF may still carry EOS/EOT ids, which the model stops on: each must be a row of
+    its output. llama.cpp (llama-vocab.cpp, load) skips an id past the vocabulary with a warning and
+    refuses a key of the wrong type (llama-model-loader: 'key ... has wrong type'); we refuse both."""
+    from hf_models import tiny_qwen3, write_gguf
+    from tffedu.model import load
+    path = write_gguf(tiny_qwen3(seed=1), tmp_path / "bare.gguf", tokenizer=False, extra={key: value})
+    with pytest.raises(TokenizerError, match=words):
+        load(path, warm=False)
+    ok = write_gguf(tiny_qwen3(seed=1), tmp_path / "ok.gguf", tokenizer=False,
+                    extra={"tokenizer.ggml.eos_token_id": 7})
+    assert load(ok, warm=False).eos_ids == {7}
 
 
 def test_too_many_special_tokens():
@@ -133,6 +180,61 @@ def test_folder_files_must_be_regular(hf_folder):
     os.mkfifo(hf_folder / "chat_template.jinja")      # would block a plain open() forever
     with pytest.raises(TokenizerError, match="FIFO"):
         load_tokenizer(hf_folder)
+
+
+@pytest.mark.parametrize("merge, token", [
+    (["c", "d"], "cd"),              # the merged token is missing
+    ("zz b", "zz"),                  # the left one ('a b' strings, the older form)
+    (["a", "zz"], "zz"),             # the right one
+])
+def test_merges_outside_the_vocabulary(hf_folder, merge, token):
+    """HF's tokenizers refuses a tokenizer.json whose merge names a token model.vocab lacks; so do we,
+    naming the merge and the token."""
+    from tokenizers import Tokenizer as HFTokenizer
+    old = ["a b"] if isinstance(merge, str) else [["a", "b"]]     # one form in a file, as tokenizers wants
+    _edit(hf_folder, "tokenizer.json", lambda s: s["model"].update(merges=old + [merge]))
+    with pytest.raises(Exception, match=f"Token `{token}` out of vocabulary"):
+        HFTokenizer.from_file(str(hf_folder / "tokenizer.json"))
+    shown = merge if isinstance(merge, str) else " ".join(merge)
+    with pytest.raises(TokenizerError, match=rf"tokenizer.json: merges\[1\] = '{shown}' needs the token "
+                                             rf"'{token}', which model.vocab lacks"):
+        load_tokenizer(hf_folder)
+
+
+def _hf_auto(folder):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+@pytest.mark.parametrize("name, content", [
+    ("tokenizer_config.json", {"eos_token": "<|nope|>"}),
+    ("tokenizer_config.json", {"bos_token": "<|nope|>", "eos_token": "<|end|>"}),
+    ("special_tokens_map.json", {"eos_token": {"content": "<|nope|>", "lstrip": False}}),
+])
+def test_bos_or_eos_the_vocabulary_lacks(hf_folder, name, content):
+    """transformers adds a BOS/EOS that tokenizer.json lacks as a new special token (id 258 here, one
+    past the vocabulary: a row the model's embedding does not have); we refuse, naming file and token."""
+    (hf_folder / name).write_text(json.dumps(content))
+    hf, key = _hf_auto(hf_folder), next(k for k, v in content.items() if "nope" in str(v))
+    assert getattr(hf, key) == "<|nope|>" and getattr(hf, key + "_id") == 258 and len(hf) == 259
+    with pytest.raises(TokenizerError, match=rf"{name}: {key} '<\|nope\|>' is not in tokenizer.json's "
+                                             rf"vocabulary \(transformers would add it as a new token, id 258\)"):
+        load_tokenizer(hf_folder)
+
+
+@pytest.mark.parametrize("config, special_map, eos", [
+    ({}, {"eos_token": "<|end|>"}, 257),                                     # only the map names it
+    ({"eos_token": "ab"}, {"eos_token": {"content": "<|end|>"}}, 257),         # the map wins
+    ({"eos_token": "<|end|>", "added_tokens_decoder": {"257": {               # ... unless the config
+        "content": "<|end|>", "special": True, "lstrip": False, "rstrip": False,  # has added_tokens_decoder
+        "normalized": False, "single_word": False}}}, {"eos_token": "ab"}, 257),
+])
+def test_special_tokens_map_as_transformers_reads_it(hf_folder, config, special_map, eos):
+    "special_tokens_map.json (older folders): read when and as transformers reads it."
+    (hf_folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (hf_folder / "special_tokens_map.json").write_text(json.dumps(special_map))
+    assert _hf_auto(hf_folder).eos_token_id == eos
+    assert load_tokenizer(hf_folder).eos_id == eos
 
 
 # --- chat templates ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import ContextOverflowError, DeviceError, ModelError, NoTokenizerError, SamplingError
+from .errors import ContextOverflowError, DeviceError, ModelError, NoTokenizerError, SamplingError, TokenizerError
 from .factory import OPS, patch
 from .models import create
 
@@ -98,12 +98,19 @@ class Model:
         self.source.check_unchanged()       # chapter 03: the bytes just read were the file's
 
     def _eos_ids(self) -> set[int]:
-        "Tokens that end generation: the tokenizer's end-of-generation set (EOS, EOT, <|im_end|>...)."
+        """Tokens that end generation: the tokenizer's end-of-generation set (EOS, EOT, <|im_end|>...),
+        and the file's EOS/EOT ids, which a file without a vocabulary may still have: each must be a row of
+        the model's output (llama.cpp too refuses a wrongly typed one; it skips one out of range)."""
         ids = set(getattr(self.tokenizer, "eos_ids", ()) or ())
         meta = getattr(self.source, "metadata", {}) or {}
+        n = self.config.vocab_size
         for k in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"):
-            if isinstance(meta.get(k), (int, np.integer)):
-                ids.add(int(meta[k]))
+            v = meta.get(k)
+            if v is None:
+                continue
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v < n:
+                raise TokenizerError(f"{k} = {repr(v)[:40]} is not a token id of the model's {n}-token vocabulary")
+            ids.add(int(v))
         return ids
 
     def close(self) -> None:

@@ -222,8 +222,11 @@ class HFModel:
         self.config = config_from_hf(self.hf_config, cfg_path)    # checked before any file is opened
         self.files: list[SafetensorsFile] = []
         try:
-            for p in ([path] if not os.path.isdir(path) else _shard_files(folder)):
+            paths, weight_map = ([path], None) if not os.path.isdir(path) else _shard_files(folder)
+            for p in paths:
                 self.files.append(SafetensorsFile(p))
+            if weight_map is not None:
+                _check_weight_map(weight_map, self.files, os.path.join(folder, _INDEX))
             self._index()
         except BaseException:
             self.close()
@@ -245,8 +248,12 @@ class HFModel:
     def __repr__(self): return f"HFModel({self.path!r}, {self.config.arch}, {len(self.files)} files)"
 
 
-def _shard_files(folder: str) -> list[str]:
-    index = os.path.join(folder, "model.safetensors.index.json")
+_INDEX = "model.safetensors.index.json"
+
+
+def _shard_files(folder: str) -> tuple[list[str], dict | None]:
+    "The shard files to open, and the index's weight_map (None without an index)."
+    index = os.path.join(folder, _INDEX)
     if os.path.lexists(index):
         spec = read_json(index, MAX_JSON, SafetensorsError)
         weight_map = spec.get("weight_map") if isinstance(spec, dict) else None
@@ -256,11 +263,29 @@ def _shard_files(folder: str) -> list[str]:
         for n in names:
             if not n or os.path.basename(n) != n or n in (".", ".."):
                 raise SafetensorsError(f"{index}: shard name {n[:80]!r} must be a plain file name")
-        return [os.path.join(folder, n) for n in names]
+            if not os.path.isfile(os.path.join(folder, n)):
+                t = next(t for t, v in weight_map.items() if v == n)
+                raise SafetensorsError(f"{index}: tensor {t[:80]!r} is in shard {n[:80]!r}, which the "
+                                       f"folder does not have")
+        return [os.path.join(folder, n) for n in names], weight_map
     files = sorted(glob.glob(os.path.join(glob.escape(folder), "*.safetensors")))
     if not files:
         raise SafetensorsError(f"{folder}: no .safetensors files")
-    return files
+    return files, None
+
+
+def _check_weight_map(weight_map: dict, files: list[SafetensorsFile], index: str):
+    """Each tensor of the index in the shard it names, and in no other; a tensor the index leaves out
+    is read from the shard that holds it (transformers reads every tensor of the shards it opens)."""
+    held = {os.path.basename(f.path): f.tensors for f in files}
+    for t, n in weight_map.items():
+        if t not in held[n]:
+            raise SafetensorsError(f"{index}: tensor {t[:80]!r} is in shard {n!r}, which does not hold it")
+    for n, tensors in held.items():
+        for t in tensors:
+            if weight_map.get(t, n) != n:
+                raise SafetensorsError(f"{index}: tensor {t[:80]!r} is in shard {weight_map[t]!r}, "
+                                       f"but {n!r} holds it too")
 
 # %% ../notebooks/03c_safetensors.ipynb #b945dba4
 @patch

@@ -445,8 +445,8 @@ def _bpe_ids(self: Tokenizer, word: str) -> list[int]:
         i = get(s)
         if i is not None:
             ids.append(i)
-        else:  # a merge whose result is not a token (a broken file), or a lone byte it lacks
-            ids.extend(get(c, _MISSING) for c in s)
+        else:  # a merge whose result is not a token (a GGUF may have one), or a lone byte it lacks:
+            ids.extend(get(c, _MISSING) for c in s)   # its bytes' tokens (llama.cpp drops non-ASCII ones)
     return ids
 
 # %% ../notebooks/04_tokenizer.ipynb #ca15a6dd
@@ -954,6 +954,25 @@ def _token_content(v, where: str):
     return c
 
 
+def _hf_special_ids(cfg: dict, read, vocab: dict, folder) -> dict[str, int | None]:
+    """The ids of the bos/eos/pad/unk_token that tokenizer_config.json names; where it has no
+    added_tokens_decoder (older folders), special_tokens_map.json's names win, as in transformers.
+    A BOS or EOS the vocabulary lacks is refused: transformers would add it as a new token."""
+    named = {}
+    files = [("tokenizer_config.json", cfg)]
+    if "added_tokens_decoder" not in cfg:
+        files.append(("special_tokens_map.json", read("special_tokens_map.json", 1 << 20)))
+    for name, spec in files:
+        for key in ("bos_token", "eos_token", "pad_token", "unk_token"):
+            if key in spec:
+                named[key] = (_token_content(spec[key], f"{folder}/{name}: {key}"), name)
+    for key, (text, name) in named.items():
+        if text is not None and text not in vocab and key in ("bos_token", "eos_token"):
+            raise TokenizerError(f"{folder}/{name}: {key} {_short(text)} is not in tokenizer.json's vocabulary "
+                                 f"(transformers would add it as a new token, id {max(vocab.values()) + 1})")
+    return {key: vocab.get(text) for key, (text, _) in named.items()}
+
+
 def _hf_id(v, where: str) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < MAX_VOCAB:
         raise TokenizerError(f"{where}: token id {_short(v)} is not an integer in 0..{MAX_VOCAB - 1}")
@@ -980,6 +999,20 @@ def _hf_vocab(model: dict, added: list, where: str) -> tuple[dict, list, list]:
     for a in added:
         types[a["id"]] = TokenType.CONTROL if a.get("special") else TokenType.USER_DEFINED
     return vocab, tokens, types
+
+
+def _hf_check_merges(merges: list, vocab: dict, where: str):
+    """Each merge's left, right and merged token must be in model.vocab: HF's tokenizers refuses the
+    file otherwise ("Token `x` out of vocabulary"). Called once the merges' format is checked. (A GGUF
+    may hold such merges: llama.cpp takes them, and so do we.)"""
+    for r, m in enumerate(merges):
+        if isinstance(m, str):
+            k = m.find(" ", 1)
+            m = (m[:k], m[k + 1:])
+        for t in (m[0], m[1], m[0] + m[1]):
+            if t not in vocab:
+                raise TokenizerError(f"{where}: merges[{r}] = {_short(m[0] + ' ' + m[1])} needs the token "
+                                     f"{_short(t)}, which model.vocab lacks (HF's tokenizers refuses it too)")
 
 # %% ../notebooks/04_tokenizer.ipynb #a89e5fb6
 def _hf_bos(spec: dict, cfg: dict, vocab: dict, tid, folder, where: str) -> tuple:
@@ -1021,8 +1054,8 @@ def _hf_chat_template(cfg: dict, folder) -> str | None:
 @patch(kind="classmethod")
 def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
     """The tokenizer of a Hugging Face folder: tokenizer.json (+ tokenizer_config.json,
-    chat_template.jinja, generation_config.json when present). Byte-level BPE, or a SentencePiece
-    model converted to BPE with byte fallback (chapter 04a)."""
+    special_tokens_map.json, chat_template.jinja, generation_config.json when present). Byte-level
+    BPE, or a SentencePiece model converted to BPE with byte fallback (chapter 04a)."""
     import pathlib
     import unicodedata
     from tffedu.gguf import read_json
@@ -1056,7 +1089,7 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
     vocab, tokens, types = _hf_vocab(model, added, where)
     n = len(tokens)
     cfg, gen = read("tokenizer_config.json"), read("generation_config.json", 1 << 20)
-    tid = lambda key: vocab.get(_token_content(cfg.get(key), f"{folder}/tokenizer_config.json: {key}"))  # noqa: E731
+    tid = _hf_special_ids(cfg, read, vocab, folder).get
     add_bos, bos_id = _hf_bos(spec, cfg, vocab, tid, folder, where)
     template = _hf_chat_template(cfg, folder)
     ids = dict(bos_id=bos_id, eos_id=tid("eos_token"), add_bos=bool(add_bos), pad_id=tid("pad_token"),
@@ -1065,6 +1098,7 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
         tok = _model_class("llama").from_tokenizer_json(spec, tokens, types, where, **ids)
     else:
         tok = cls(tokens, types, model.get("merges") or (), _hf_pre_name(spec.get("pre_tokenizer"), model.get("ignore_merges") is True), **ids)
+    _hf_check_merges(model.get("merges") or [], model["vocab"], where)
     extra = gen.get("eos_token_id")
     extra = extra if isinstance(extra, list) else [] if extra is None else [extra]
     for i in extra:
