@@ -153,6 +153,16 @@ def test_broken_tokenizer_json(hf_folder, what, edit, words):
     assert not (slow := clock.over(1)), slow
 
 
+@pytest.mark.parametrize("key, value", [("continuing_subword_prefix", "##"), ("end_of_word_suffix", "</w>"),
+                                        ("dropout", 0.5)])
+def test_bpe_options_we_do_not_run(hf_folder, key, value):
+    """BPE options that change what HF's tokenizers gives (a prefix on non-initial pieces, a suffix on
+    final ones, random dropout of merges: tokenizers' models.BPE) are refused by name, not ignored."""
+    _edit(hf_folder, "tokenizer.json", lambda s: s["model"].update({key: value}))
+    with pytest.raises(TokenizerError, match=f"model.{key} .* is not supported"):
+        load_tokenizer(hf_folder)
+
+
 @pytest.mark.parametrize("name, content, words", [
     ("tokenizer.json", b"{not json", "tokenizer.json: not valid JSON"),
     ("tokenizer.json", b"[1, 2]", "top level must be a JSON object, got list"),

@@ -1079,6 +1079,9 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
         raise TokenizerError(f"{where}: model type {_short(model.get('type') if isinstance(model, dict) else model)} "
                              f"is not supported (BPE only)")
     spm = model.get("byte_fallback") is True      # SentencePiece converted to HF: chapter 04a reads it
+    for key in ("continuing_subword_prefix", "end_of_word_suffix", "dropout"):   # BPE options we do not run
+        if model.get(key) not in (None, "", 0):
+            raise TokenizerError(f"{where}: model.{key} {_short(model[key])} is not supported")
     norm = spec.get("normalizer")
     if not spm and norm not in (None, {"type": "NFC"}):
         raise TokenizerError(f"{where}: normalizer {json.dumps(norm)[:120]} is not supported")
