@@ -233,3 +233,15 @@ def test_index_shard_outside_the_folder(tmp_path, shard):
         _hf(tmp_path / "m")
     with pytest.raises(SafetensorsError, match="must be a plain file name"):
         tffedu.load(tmp_path / "m")
+
+
+def test_other_safetensors_beside_model_safetensors(tmp_path):
+    """A folder with model.safetensors and no index: transformers reads that file alone, whatever else
+    lies beside it (an adapter_model.safetensors, a copy of a tensor); so do we, same logits."""
+    from safetensors.numpy import save_file
+    hf = tiny_llama(seed=10)
+    hf.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file() and not (tmp_path / "model.safetensors.index.json").exists()
+    save_file({"model.norm.weight": np.full(64, 7, np.float32), "base_model.lora_A.weight": np.ones((4, 64), np.float32)},
+              tmp_path / "adapter_model.safetensors", metadata={"format": "pt"})
+    assert rel_err(tffedu.load(tmp_path).logits(PROMPT), hf_logits(_hf(tmp_path), PROMPT)) < TOL

@@ -268,6 +268,8 @@ def _shard_files(folder: str) -> tuple[list[str], dict | None]:
                 raise SafetensorsError(f"{index}: tensor {t[:80]!r} is in shard {n[:80]!r}, which the "
                                        f"folder does not have")
         return [os.path.join(folder, n) for n in names], weight_map
+    if os.path.isfile(single := os.path.join(folder, "model.safetensors")):
+        return [single], None          # as transformers: other .safetensors beside it (adapters) are not the model's
     files = sorted(glob.glob(os.path.join(glob.escape(folder), "*.safetensors")))
     if not files:
         raise SafetensorsError(f"{folder}: no .safetensors files")
