@@ -332,7 +332,8 @@ def test_rope_freq_factors(C, rng):
     C.rope(dev(x), dev(pos), theta=5e5, freq_factors=[float(v) for v in np.clip(np.geomspace(0.5, 16, 64), 1, 8)])
     assert len(_FREQ_FACTORS) == tables
     for bad, what in (((1.0,) * 63, "64 positive"), ((1.0,) * 63 + (0.0,), "positive"),
-                      ((1.0,) * 63 + (float("nan"),), "positive")):
+                      ((1.0,) * 63 + (float("nan"),), "positive"), ((1.0,) * 63 + ("x",), "positive"),
+                      (range(10**9), "got 1000000000 values")):
         with pytest.raises(ShapeError, match=f"rope: freq_factors must be .*{what}"):
             C.rope(dev(x), dev(pos), freq_factors=bad)
 

@@ -586,10 +586,13 @@ def freq_factors_ptr(freq_factors, n_dims: int, name: str) -> int:
     none. Each table goes to the GPU once, in float64 like the angles, and stays there."""
     if not len(freq_factors):
         return 0
-    f = tuple(float(v) for v in freq_factors)
-    if len(f) != n_dims // 2 or not all(0 < v < math.inf for v in f):
+    try:                        # the count first: a hostile table is not read whole
+        f = tuple(float(v) for v in freq_factors) if len(freq_factors) == n_dims // 2 else ()
+    except (TypeError, ValueError):
+        f = ()
+    if not f or not all(0 < v < math.inf for v in f):
         raise ShapeError(f"{name}: freq_factors must be {n_dims // 2} positive finite numbers (one per "
-                         f"rotated pair), got {len(f)}")
+                         f"rotated pair), got {len(freq_factors)} values")
     if f not in _FREQ_FACTORS:
         import pycuda.gpuarray as ga
         _FREQ_FACTORS.setdefault(f, ga.to_gpu(np.array(f, np.float64)))   # one copy, even with two threads
