@@ -1001,17 +1001,14 @@ def _hf_vocab(model: dict, added: list, where: str) -> tuple[dict, list, list]:
     return vocab, tokens, types
 
 
-def _hf_check_merges(merges: list, vocab: dict, where: str):
-    """Each merge's left, right and merged token must be in model.vocab: HF's tokenizers refuses the
-    file otherwise ("Token `x` out of vocabulary"). Called once the merges' format is checked. (A GGUF
-    may hold such merges: llama.cpp takes them, and so do we.)"""
-    for r, m in enumerate(merges):
-        if isinstance(m, str):
-            k = m.find(" ", 1)
-            m = (m[:k], m[k + 1:])
-        for t in (m[0], m[1], m[0] + m[1]):
+def _hf_check_merges(ranks: dict, vocab: dict, where: str):
+    """Each merge's left, right and merged token (`_parse_merges`' pairs) must be in model.vocab: HF's
+    tokenizers refuses the file otherwise ("Token `x` out of vocabulary"). (A GGUF may hold such
+    merges: llama.cpp takes them, and so do we.)"""
+    for (left, right), r in ranks.items():
+        for t in (left, right, left + right):
             if t not in vocab:
-                raise TokenizerError(f"{where}: merges[{r}] = {_short(m[0] + ' ' + m[1])} needs the token "
+                raise TokenizerError(f"{where}: merges[{r}] = {_short(left + ' ' + right)} needs the token "
                                      f"{_short(t)}, which model.vocab lacks (HF's tokenizers refuses it too)")
 
 # %% ../notebooks/04_tokenizer.ipynb #a89e5fb6
@@ -1101,7 +1098,7 @@ def from_hf_folder(cls: Tokenizer, folder) -> Tokenizer:
         tok = _model_class("llama").from_tokenizer_json(spec, tokens, types, where, **ids)
     else:
         tok = cls(tokens, types, model.get("merges") or (), _hf_pre_name(spec.get("pre_tokenizer"), model.get("ignore_merges") is True), **ids)
-    _hf_check_merges(model.get("merges") or [], model["vocab"], where)
+    _hf_check_merges(_parse_merges(model.get("merges") or []) if spm else tok.ranks, model["vocab"], where)
     extra = gen.get("eos_token_id")
     extra = extra if isinstance(extra, list) else [] if extra is None else [extra]
     for i in extra:
