@@ -253,3 +253,11 @@ def test_softmax_and_argmax_match_torch(rows, cols, scale):
 def test_argmax_ties_pick_first():
     x = np.array([[1.0, 3.0, 3.0, 0.0]], np.float32)
     assert op("argmax")(x).tolist() == [1] and op("argmax")(x).dtype == np.int32
+
+
+def test_rope_freq_factors_must_be_positive_numbers():
+    "Llama 3.1's per-pair factors, given to the op directly: a bad table is a ShapeError, not NaN angles."
+    x, pos = np.ones((2, 1, 8), np.float32), np.array([0, 5], np.int32)
+    for bad in ((1.0, 2.0, 0.0, 1.0), (1.0, float("nan"), 1.0, 1.0), (1.0, "x", 1.0, 1.0), (1.0,) * 3):
+        with pytest.raises(ShapeError, match="rope: .*freq_factors"):
+            op("rope")(x, pos, freq_factors=bad)

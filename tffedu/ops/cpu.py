@@ -137,8 +137,14 @@ def rope_angles(pos, n_dims: int, theta: float, freq_scale: float = 1.0, freq_fa
     """cos, sin of the angles pos * freq_scale * theta^(-2i/n_dims) / freq_factors[i] (Llama 3.1's
     per-pair factors; none: 1): two float32 [T, n_dims/2]."""
     inv_freq = theta ** (-np.arange(0, n_dims, 2, dtype=np.float64) / n_dims)      # [n_dims/2]
-    if len(freq_factors):
-        inv_freq = inv_freq / np.asarray(freq_factors, np.float64)
+    if len(freq_factors):                    # checked here, once per table: rope() reuses the table
+        try:
+            ff = np.asarray(freq_factors, np.float64)
+        except (TypeError, ValueError):
+            ff = np.full(1, np.nan)
+        if not np.all((ff > 0) & np.isfinite(ff)):
+            raise ShapeError("rope: freq_factors must be positive finite numbers (one per rotated pair)")
+        inv_freq = inv_freq / ff
     ang = np.asarray(pos, np.float64).reshape(-1, 1) * freq_scale * inv_freq        # [T, n_dims/2]
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
